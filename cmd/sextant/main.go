@@ -1,0 +1,103 @@
+// Command sextant is the whole of Sextant in one binary: the broker node
+// (serve), the MQTT client tools (pub, sub, ping), the load generator
+// (bench), cluster inspection and the geo emulator. This package only parses
+// flags and calls into internal packages; each command lives in its own file.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// CLI is the command tree. Each command type is defined in its own file.
+type CLI struct {
+	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+}
+
+// env is what every command's Run receives: where to write, and a context
+// cancelled on SIGINT/SIGTERM.
+type env struct {
+	ctx    context.Context
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// exitError carries a specific exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run parses args and runs the chosen command; it returns the exit status.
+// Errors are printed as one line on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cli CLI
+	exit := -1
+	parser, err := kong.New(&cli,
+		kong.Name("sextant"),
+		kong.Description("Sextant: a geo-distributed MQTT 3.1.1/5.0 broker cluster, its client tools, benchmark and emulator."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { exit = c; panic(exitSignal{}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "sextant: %v\n", err)
+		return 2
+	}
+	code := func() (code int) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(exitSignal); !ok {
+					panic(r)
+				}
+				code = exit
+			}
+		}()
+		kctx, err := parser.Parse(args)
+		if err != nil {
+			fmt.Fprintf(stderr, "sextant: %v\n", err)
+			return 2
+		}
+		if err := kctx.Run(&env{ctx: ctx, stdout: stdout, stderr: stderr}); err != nil {
+			fmt.Fprintf(stderr, "sextant: %v\n", err)
+			var ee *exitError
+			if errors.As(err, &ee) {
+				return ee.code
+			}
+			return 1
+		}
+		return 0
+	}()
+	return code
+}
+
+// exitSignal unwinds kong's help/exit handling back into run.
+type exitSignal struct{}
+
+// VersionCmd prints the build version.
+type VersionCmd struct{}
+
+func (VersionCmd) Run(e *env) error {
+	fmt.Fprintf(e.stdout, "sextant %s\n", version)
+	return nil
+}
