@@ -1,0 +1,97 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultIsValidAndLoopbackOnly(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+	for _, a := range []string{c.MQTTAddr, c.WSAddr, c.AdminAddr} {
+		if !strings.HasPrefix(a, "127.0.0.1:") {
+			t.Errorf("default listener %q is not on loopback", a)
+		}
+	}
+	if c.MQTTAddr != "127.0.0.1:1883" || c.DataDir != "./sextant-data" {
+		t.Errorf("zero-config start must be 127.0.0.1:1883 with ./sextant-data, got %s %s", c.MQTTAddr, c.DataDir)
+	}
+}
+
+func TestYAMLKeysEqualFlagNames(t *testing.T) {
+	typ := reflect.TypeOf(Config{})
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if f.Tag.Get("name") == "" || f.Tag.Get("name") != f.Tag.Get("yaml") {
+			t.Errorf("field %s: name %q and yaml %q must be equal and set", f.Name, f.Tag.Get("name"), f.Tag.Get("yaml"))
+		}
+		if _, ok := f.Tag.Lookup("default"); !ok {
+			t.Errorf("field %s has no default tag", f.Name)
+		}
+		if f.Tag.Get("help") == "" {
+			t.Errorf("field %s has no help", f.Name)
+		}
+	}
+}
+
+func TestDecodeOverlaysAndRejectsUnknownKeys(t *testing.T) {
+	c := Default()
+	err := Decode(strings.NewReader("mqtt-addr: 0.0.0.0:1884\nconnect-timeout: 3s\nmax-inflight: 10\n"), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MQTTAddr != "0.0.0.0:1884" || c.ConnectTimeout != 3*time.Second || c.MaxInflight != 10 {
+		t.Fatalf("not applied: %+v", c)
+	}
+	if c.AdminAddr != "127.0.0.1:8088" {
+		t.Fatal("a key absent from the file changed")
+	}
+	if err := Decode(strings.NewReader("mqtt_addr: x\n"), &c); err == nil {
+		t.Fatal("unknown key accepted")
+	}
+}
+
+func TestValidateReportsEachProblem(t *testing.T) {
+	c := Default()
+	c.MQTTAddr = "nonsense"
+	c.Fsync = "sometimes"
+	c.MaxPacketSize = 5
+	c.ReceiveMaximum = 0
+	err := c.Validate()
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err %v does not wrap ErrInvalid", err)
+	}
+	for _, want := range []string{"mqtt-addr", "fsync", "max-packet-size", "receive-maximum"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+}
+
+func TestEmptyAddressDisablesListener(t *testing.T) {
+	c := Default()
+	c.WSAddr, c.AdminAddr = "", ""
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.MQTTAddr = ""
+	if err := c.Validate(); err == nil {
+		t.Fatal("a node with no client listener validated")
+	}
+}
+
+func TestCopyField(t *testing.T) {
+	dst, src := Default(), Default()
+	src.MaxKeepAlive = 30
+	if !CopyField(&dst, &src, "max-keepalive") || dst.MaxKeepAlive != 30 {
+		t.Fatal("CopyField did not copy")
+	}
+	if CopyField(&dst, &src, "no-such") {
+		t.Fatal("CopyField invented a field")
+	}
+}

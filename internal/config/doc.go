@@ -1,0 +1,11 @@
+// Package config owns the node's configuration: one typed struct, Config,
+// whose fields carry their flag/YAML name, default and help text in struct
+// tags, so that `sextant serve` flags and the YAML config file map onto the
+// same fields by the same names. Default() applies the default tags;
+// Validate() checks a whole config; Load reads a YAML file strictly (unknown
+// keys are errors).
+//
+// The package does no I/O other than reading the file handed to Load, and
+// nothing here is reloaded at run time yet: a config is built once, validated
+// and handed to internal/node.
+package config
