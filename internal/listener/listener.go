@@ -1,0 +1,170 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Handler serves one client connection and returns when it has ended. It owns
+// the connection and closes it.
+type Handler interface {
+	ServeConn(c net.Conn)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(net.Conn)
+
+func (f HandlerFunc) ServeConn(c net.Conn) { f(c) }
+
+// Server is one running listener.
+type Server struct {
+	ln   net.Listener
+	h    Handler
+	log  *slog.Logger
+	kind string
+	http *http.Server // WebSocket only
+
+	conns sync.WaitGroup // connection goroutines
+	loop  sync.WaitGroup // the accept loop
+	mu    struct {
+		sync.Mutex
+		closed bool
+	}
+}
+
+// ServeTCP accepts MQTT connections on ln until Close.
+func ServeTCP(ln net.Listener, h Handler, log *slog.Logger) *Server {
+	s := &Server{ln: ln, h: h, log: log.With("listener", "tcp", "addr", ln.Addr().String()), kind: "tcp"}
+	s.loop.Add(1)
+	go s.acceptLoop()
+	return s
+}
+
+// ServeWebSocket accepts MQTT-over-WebSocket connections on ln at path /mqtt
+// until Close. Clients should offer the "mqtt" subprotocol; clients that
+// offer none are accepted too, as many browser libraries omit it.
+func ServeWebSocket(ln net.Listener, h Handler, log *slog.Logger) *Server {
+	s := &Server{ln: ln, h: h, log: log.With("listener", "ws", "addr", ln.Addr().String()), kind: "ws"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mqtt", s.serveWS)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	s.loop.Add(1)
+	go func() {
+		defer s.loop.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("websocket listener stopped", "err", err)
+		}
+	}()
+	return s
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+func (s *Server) acceptLoop() {
+	defer s.loop.Done()
+	var backoff time.Duration
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and similar: wait and retry rather than
+			// spinning or giving up on the listener.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff < time.Second {
+				backoff *= 2
+			}
+			s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+			t := time.NewTimer(backoff)
+			<-t.C
+			continue
+		}
+		backoff = 0
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			s.h.ServeConn(c)
+		}()
+	}
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	wc, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:       []string{"mqtt"},
+		InsecureSkipVerify: true, // MQTT clients are not browsers bound by origin policy; authentication is MQTT's
+	})
+	if err != nil {
+		s.log.Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	wc.SetReadLimit(-1) // MQTT enforces its own maximum packet size
+	s.conns.Add(1)
+	defer s.conns.Done()
+	nc := websocket.NetConn(context.Background(), wc, websocket.MessageBinary)
+	s.h.ServeConn(wsConn{Conn: nc, remote: remoteAddr(r.RemoteAddr)})
+}
+
+// wsConn reports the client's address instead of the WebSocket library's placeholder.
+type wsConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c wsConn) RemoteAddr() net.Addr { return c.remote }
+
+func remoteAddr(s string) net.Addr {
+	if a, err := net.ResolveTCPAddr("tcp", s); err == nil {
+		return a
+	}
+	return &net.TCPAddr{}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
+
+// Close stops accepting new connections. Connections already handed to the
+// Handler are left running; Wait waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	s.mu.Unlock()
+	var err error
+	if s.http != nil {
+		err = s.http.Close()
+	} else {
+		err = s.ln.Close()
+	}
+	s.loop.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Wait blocks until every connection handed out has ended or ctx is done.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
