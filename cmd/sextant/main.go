@@ -21,6 +21,7 @@ var version = "dev"
 
 // CLI is the command tree. Each command type is defined in its own file.
 type CLI struct {
+	Serve   ServeCmd   `cmd:"" help:"Run a broker node."`
 	Version VersionCmd `cmd:"" help:"Print the version and exit."`
 }
 

@@ -35,6 +35,7 @@ type Config struct {
 	ReceiveMaximum    uint16        `name:"receive-maximum" yaml:"receive-maximum" default:"1024" help:"QoS 1/2 publishes a client may have unacknowledged towards the broker."`
 	MaxInflight       uint16        `name:"max-inflight" yaml:"max-inflight" default:"1024" help:"QoS 1/2 messages the broker keeps unacknowledged towards one client (lowered to the client's Receive Maximum)."`
 	MaxQueuedMessages int           `name:"max-queued-messages" yaml:"max-queued-messages" default:"10000" help:"Messages queued per session beyond the in-flight window; when full, the oldest QoS 0 message is dropped first."`
+	MaxStoredMessages int           `name:"max-stored-messages" yaml:"max-stored-messages" default:"100000" help:"Messages kept on disk per persistent session beyond the in-memory queue; past it new messages are dropped and counted."`
 	MaxSubscriptions  int           `name:"max-subscriptions" yaml:"max-subscriptions" default:"1000" help:"Subscriptions per client (0: unlimited)."`
 	MaxTopicLength    int           `name:"max-topic-length" yaml:"max-topic-length" default:"65535" help:"Longest topic name or filter, in bytes."`
 	MaxTopicLevels    int           `name:"max-topic-levels" yaml:"max-topic-levels" default:"128" help:"Most levels in a topic name or filter."`
@@ -87,6 +88,7 @@ func (c *Config) Validate() error {
 	}
 	positive("max-connections", c.MaxConnections)
 	positive("max-queued-messages", c.MaxQueuedMessages)
+	positive("max-stored-messages", c.MaxStoredMessages)
 	positive("max-topic-length", c.MaxTopicLength)
 	positive("max-topic-levels", c.MaxTopicLevels)
 	positive("max-client-id-length", c.MaxClientIDLength)

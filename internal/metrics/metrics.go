@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Drop reasons, the values of the reason label of sextant_messages_dropped_total.
@@ -127,4 +128,16 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 	f.r.MustRegister(h)
 	return h
+}
+
+// Value reads the current value of counters (summed), for $SYS.
+func Value(cs ...prometheus.Counter) float64 {
+	var sum float64
+	for _, c := range cs {
+		var m dto.Metric
+		if err := c.Write(&m); err == nil && m.Counter != nil {
+			sum += m.Counter.GetValue()
+		}
+	}
+	return sum
 }

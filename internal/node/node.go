@@ -1,0 +1,280 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/broker"
+	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/config"
+	"github.com/sextantmq/sextant/internal/listener"
+	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/session"
+	"github.com/sextantmq/sextant/internal/store"
+)
+
+// Options are the process-level inputs that are not configuration.
+type Options struct {
+	Log     *slog.Logger
+	Clock   clock.Clock // nil: the wall clock
+	Version string
+}
+
+// Node is one running Sextant node.
+type Node struct {
+	cfg     config.Config
+	log     *slog.Logger
+	clock   clock.Clock
+	version string
+	started time.Time
+
+	metrics *metrics.Broker
+	store   *store.Store
+	broker  *broker.Broker
+
+	mu struct {
+		sync.Mutex
+		mqtt, ws *listener.Server
+		admin    *http.Server
+		adminLn  net.Listener
+		ready    bool
+		shutdown bool
+	}
+}
+
+// New validates cfg, opens the node's store and loads its state. It does not
+// listen yet: see Start.
+func New(cfg config.Config, opts Options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if cfg.NodeID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "sextant"
+		}
+		cfg.NodeID = h
+	}
+	n := &Node{cfg: cfg, log: opts.Log, clock: opts.Clock, version: opts.Version, metrics: metrics.NewBroker()}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	mode, err := store.ParseFsyncMode(cfg.Fsync)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.store, err = store.Open(filepath.Join(cfg.DataDir, "sextant.db"), store.Options{
+		Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{n.metrics},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.broker, err = broker.New(broker.Config{
+		Limits:         LimitsFrom(cfg),
+		MaxConnections: cfg.MaxConnections,
+		SysInterval:    cfg.SysInterval,
+		Version:        opts.Version,
+	}, n.store, n.clock, n.log, n.metrics)
+	if err != nil {
+		_ = n.store.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// LimitsFrom maps the config onto the session limits.
+func LimitsFrom(cfg config.Config) session.Limits {
+	maxExpiry := uint32(0)
+	if cfg.MaxSessionExpiry > 0 {
+		maxExpiry = uint32(min(cfg.MaxSessionExpiry/time.Second, session.NeverExpire-1))
+	}
+	return session.Limits{
+		MaxPacketSize:     cfg.MaxPacketSize,
+		ReceiveMaximum:    cfg.ReceiveMaximum,
+		MaxInflight:       cfg.MaxInflight,
+		MaxQueued:         cfg.MaxQueuedMessages,
+		MaxStored:         cfg.MaxStoredMessages,
+		TopicAliasMaximum: cfg.TopicAliasMaximum,
+		MaxKeepAlive:      cfg.MaxKeepAlive,
+		MaxSubscriptions:  cfg.MaxSubscriptions,
+		MaxTopicLength:    cfg.MaxTopicLength,
+		MaxTopicLevels:    cfg.MaxTopicLevels,
+		MaxClientIDLength: cfg.MaxClientIDLength,
+		MaxSessionExpiry:  maxExpiry,
+		ConnectTimeout:    cfg.ConnectTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		SlowConsumer:      cfg.SlowConsumer,
+	}
+}
+
+type storeObserver struct{ m *metrics.Broker }
+
+func (o storeObserver) ObserveCommit(ops int, write, sync time.Duration) {
+	o.m.StoreBatchOps.Observe(float64(ops))
+	o.m.StoreCommitSeconds.Observe(write.Seconds())
+	if sync > 0 {
+		o.m.StoreSyncSeconds.Observe(sync.Seconds())
+	}
+}
+
+// Start binds the configured listeners and starts serving.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.started = n.clock.Now()
+	var err error
+	if a := n.cfg.MQTTAddr; a != "" {
+		ln, lerr := net.Listen("tcp", a)
+		if lerr != nil {
+			return n.startFailed(fmt.Errorf("node: mqtt listener: %w", lerr))
+		}
+		n.mu.mqtt = listener.ServeTCP(ln, n.broker, n.log)
+	}
+	if a := n.cfg.WSAddr; a != "" {
+		ln, lerr := net.Listen("tcp", a)
+		if lerr != nil {
+			return n.startFailed(fmt.Errorf("node: websocket listener: %w", lerr))
+		}
+		n.mu.ws = listener.ServeWebSocket(ln, n.broker, n.log)
+	}
+	if a := n.cfg.AdminAddr; a != "" {
+		ln, lerr := net.Listen("tcp", a)
+		if lerr != nil {
+			return n.startFailed(fmt.Errorf("node: admin listener: %w", lerr))
+		}
+		api := adminapi.New(n, n.metrics.Registry, n.log)
+		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+		n.mu.adminLn = ln
+		go func() {
+			if serr := n.mu.admin.Serve(ln); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+				n.log.Error("admin listener stopped", "err", serr)
+			}
+		}()
+	}
+	n.mu.ready = true
+	n.log.Info("sextant node serving", "node", n.cfg.NodeID, "mqtt", n.addrLocked("mqtt"), "ws", n.addrLocked("ws"),
+		"admin", n.addrLocked("admin"), "data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
+	return err
+}
+
+func (n *Node) startFailed(err error) error {
+	for _, l := range []*listener.Server{n.mu.mqtt, n.mu.ws} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	return err
+}
+
+// Addr returns the bound address of a listener ("mqtt", "ws", "admin"), or "".
+func (n *Node) Addr(kind string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addrLocked(kind)
+}
+
+func (n *Node) addrLocked(kind string) string {
+	switch kind {
+	case "mqtt":
+		if n.mu.mqtt != nil {
+			return n.mu.mqtt.Addr().String()
+		}
+	case "ws":
+		if n.mu.ws != nil {
+			return n.mu.ws.Addr().String()
+		}
+	case "admin":
+		if n.mu.adminLn != nil {
+			return n.mu.adminLn.Addr().String()
+		}
+	}
+	return ""
+}
+
+// Broker exposes the node's broker (tests and the cluster layer use it).
+func (n *Node) Broker() *broker.Broker { return n.broker }
+
+// Metrics exposes the node's metric set.
+func (n *Node) Metrics() *metrics.Broker { return n.metrics }
+
+// Status implements adminapi.Node.
+func (n *Node) Status() adminapi.Status {
+	st := n.broker.Stats()
+	n.mu.Lock()
+	listeners := map[string]string{}
+	for _, k := range []string{"mqtt", "ws", "admin"} {
+		if a := n.addrLocked(k); a != "" {
+			listeners[k] = a
+		}
+	}
+	started := n.started
+	n.mu.Unlock()
+	return adminapi.Status{
+		NodeID: n.cfg.NodeID, Version: n.version, StartedAt: started,
+		Uptime: n.clock.Now().Sub(started).Seconds(), Listeners: listeners,
+		Broker: adminapi.BrokerStatus{
+			Connections: st.Connections, Sessions: st.Sessions, Online: st.Online,
+			Subscriptions: st.Subscriptions, Retained: st.Retained,
+		},
+	}
+}
+
+// Ready implements adminapi.Node.
+func (n *Node) Ready() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.mu.shutdown:
+		return errors.New("shutting down")
+	case !n.mu.ready:
+		return errors.New("starting")
+	}
+	return nil
+}
+
+// Shutdown stops the node gracefully: stop accepting, disconnect clients
+// (DISCONNECT 0x8B to MQTT 5 clients), flush and close the store, then stop
+// the admin API. It returns the first error; ctx bounds the wait for clients.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.mu.Lock()
+	if n.mu.shutdown {
+		n.mu.Unlock()
+		return nil
+	}
+	n.mu.shutdown = true
+	mqtt, ws, admin := n.mu.mqtt, n.mu.ws, n.mu.admin
+	n.mu.Unlock()
+	var errs []error
+	for _, l := range []*listener.Server{mqtt, ws} {
+		if l != nil {
+			errs = append(errs, l.Close())
+		}
+	}
+	errs = append(errs, n.broker.Close(ctx))
+	for _, l := range []*listener.Server{mqtt, ws} {
+		if l != nil {
+			errs = append(errs, l.Wait(ctx))
+		}
+	}
+	errs = append(errs, n.store.Close())
+	if admin != nil {
+		errs = append(errs, admin.Shutdown(ctx))
+	}
+	n.log.Info("sextant node stopped", "node", n.cfg.NodeID)
+	return errors.Join(errs...)
+}
