@@ -81,8 +81,8 @@ func (w workload) options(shared bool) Options {
 // model is the obvious implementation: a list of subscriptions matched one
 // by one with topic.Match.
 type model struct {
-	subs   map[modelKey]Options
-	keys   []modelKey        // the keys of subs in the order they were added
+	subs map[modelKey]Options
+	keys []modelKey // the keys of subs in the order they were added
 
 	order  map[string][]int  // shared filter -> members in joining order
 	cursor map[string]uint64 // shared filter -> round-robin cursor
