@@ -49,7 +49,8 @@ func (m *Matches[S]) reset() {
 
 // Match finds every subscription whose filter matches the topic name and
 // writes the result into m. from is the publisher's handle: its own
-// subscriptions with No Local do not match. Filters starting with a wildcard
+// subscriptions with No Local do not match (pass the zero S for a publisher
+// that holds no subscriptions, such as the broker itself). Filters starting with a wildcard
 // do not match names starting with '$'. The name is not validated.
 //
 // Match may run concurrently with other Match calls (see the package
