@@ -1,0 +1,41 @@
+package topic
+
+import "strings"
+
+// Match reports whether the topic filter matches the topic name. It is the
+// reference matcher: plain, level by level, with no index.
+//
+//   - '+' matches exactly one level, including an empty one ("a/+" matches "a/").
+//   - '#' matches its parent level and any number of levels below it
+//     ("a/#" matches "a", "a/b" and "a/b/c"; "#" matches every name).
+//   - A filter whose first level is '+' or '#' does not match a name starting
+//     with '$' (MQTT 4.7.2), so "#" does not match "$SYS/uptime".
+//
+// Neither argument is validated, and a shared filter is not unwrapped: pass
+// the inner filter from ParseShared. A '#' that is not the last level (an
+// invalid filter) matches everything below it.
+func Match(filter, name string) bool {
+	if IsDollar(name) && filter != "" && (filter[0] == '+' || filter[0] == '#') {
+		return false
+	}
+	for {
+		flevel, frest, fmore := strings.Cut(filter, "/")
+		if flevel == "#" {
+			return true
+		}
+		nlevel, nrest, nmore := strings.Cut(name, "/")
+		if flevel != "+" && flevel != nlevel {
+			return false
+		}
+		switch {
+		case fmore && nmore:
+			filter, name = frest, nrest
+		case !fmore && !nmore:
+			return true
+		case fmore: // name exhausted: only a trailing "#" still matches
+			return frest == "#"
+		default: // filter exhausted, name continues
+			return false
+		}
+	}
+}
