@@ -19,6 +19,7 @@ var pureCores = []string{
 	"internal/mqtt/packet",
 	"internal/topic",
 	"internal/router",
+	"internal/retained",
 	"internal/coords",
 	"internal/placement",
 	"internal/meta/fsm",
