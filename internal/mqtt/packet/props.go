@@ -411,14 +411,14 @@ func checkProps(p *Properties, ctx propCtx) (int, error) {
 			size += 4
 		case kString:
 			s := *p.stringField(id)
-			if err := checkString(s, "property "+propName(id)); err != nil {
-				return 0, err
+			if len(s) > maxString || !validUTF8String(s) {
+				return 0, malformed("property " + propName(id) + ": not a valid UTF-8 Encoded String of at most 65535 bytes")
 			}
 			size += 2 + len(s)
 		case kBinary:
 			b := *p.binaryField(id)
-			if err := checkBinary(b, "property "+propName(id)); err != nil {
-				return 0, err
+			if len(b) > maxString {
+				return 0, malformed("property " + propName(id) + ": binary data longer than 65535 bytes")
 			}
 			size += 2 + len(b)
 		}
@@ -497,3 +497,14 @@ func appendProps(dst []byte, p *Properties, size int) []byte {
 	}
 	return dst
 }
+
+// String returns the property's short name, as Describe prints it.
+func (id PropID) String() string {
+	if !id.Known() {
+		return "property(" + hexByte(byte(id)) + ")"
+	}
+	return propName(id)
+}
+
+// Known reports whether id is a property MQTT 5 defines.
+func (id PropID) Known() bool { return id < 64 && allowedIn(id) != 0 }
