@@ -245,10 +245,25 @@ func TestBatchRejectsInvalidRecords(t *testing.T) {
 	}
 }
 
+// fuzzInput joins a key and a value into one fuzz input (a length byte, the
+// key, the value), so that corpus files hold one []byte.
+func fuzzInput(key, val []byte) []byte {
+	return append(append([]byte{byte(len(key))}, key...), val...)
+}
+
+func splitFuzzInput(data []byte) (key, val []byte) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	n := min(int(data[0]), len(data)-1)
+	return data[1 : 1+n], data[1+n:]
+}
+
 func FuzzDecodeSession(f *testing.F) {
-	f.Add([]byte("client-1"), appendSession(nil, sampleSession()))
-	f.Add([]byte("c"), appendSession(nil, &SessionRecord{ClientID: "c", Version: 4}))
-	f.Fuzz(func(t *testing.T, key, b []byte) {
+	f.Add(fuzzInput([]byte("client-1"), appendSession(nil, sampleSession())))
+	f.Add(fuzzInput([]byte("c"), appendSession(nil, &SessionRecord{ClientID: "c", Version: 4})))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, b := splitFuzzInput(data)
 		r, err := decodeSession(key, b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -269,9 +284,10 @@ func FuzzDecodeSession(f *testing.F) {
 }
 
 func FuzzDecodeQueued(f *testing.F) {
-	f.Add(seqKey(7), appendQueued(nil, sampleQueued()))
-	f.Add(seqKey(1), appendQueued(nil, &QueuedMessage{Seq: 1, QoS: 2, PacketID: 9, State: ReleaseSent}))
-	f.Fuzz(func(t *testing.T, key, b []byte) {
+	f.Add(fuzzInput(seqKey(7), appendQueued(nil, sampleQueued())))
+	f.Add(fuzzInput(seqKey(1), appendQueued(nil, &QueuedMessage{Seq: 1, QoS: 2, PacketID: 9, State: ReleaseSent})))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, b := splitFuzzInput(data)
 		q, err := decodeQueued(key, b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -291,9 +307,10 @@ func FuzzDecodeQueued(f *testing.F) {
 }
 
 func FuzzDecodeRetained(f *testing.F) {
-	f.Add([]byte("a/b"), message.Append(nil, sampleMessage("a/b", "x")))
-	f.Add([]byte("t"), message.Append(nil, &message.Message{Topic: "t"}))
-	f.Fuzz(func(t *testing.T, key, b []byte) {
+	f.Add(fuzzInput([]byte("a/b"), message.Append(nil, sampleMessage("a/b", "x"))))
+	f.Add(fuzzInput([]byte("t"), message.Append(nil, &message.Message{Topic: "t"})))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, b := splitFuzzInput(data)
 		m, err := decodeRetained(key, b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
