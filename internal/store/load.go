@@ -49,8 +49,8 @@ func (s *Store) LoadInbound(clientID string) ([]uint16, error) {
 		}
 		return b.ForEach(func(k, v []byte) error {
 			id, err := decodeInbound(k)
-			if err == nil && len(v) != 0 {
-				err = fmt.Errorf("%w: inbound packet id %d has a value", ErrCorrupt, id)
+			if err == nil && (v == nil || len(v) != 0) { // nil: a nested bucket
+				err = fmt.Errorf("%w: inbound packet id %d has a value or is a bucket", ErrCorrupt, id)
 			}
 			if err != nil {
 				return fmt.Errorf("%w (client %q)", err, clientID)
