@@ -124,13 +124,14 @@ func LimitsFrom(cfg config.Config) session.Limits {
 
 type storeObserver struct{ m *metrics.Broker }
 
-func (o storeObserver) ObserveCommit(ops int, write, sync time.Duration) {
-	o.m.StoreBatchOps.Observe(float64(ops))
-	o.m.StoreCommitSeconds.Observe(write.Seconds())
-	if sync > 0 {
-		o.m.StoreSyncSeconds.Observe(sync.Seconds())
-	}
+var _ store.Observer = storeObserver{}
+
+func (o storeObserver) ObserveCommit(ci store.CommitInfo) {
+	o.m.StoreBatchOps.Observe(float64(ci.Ops))
+	o.m.StoreCommitSeconds.Observe((ci.Apply + ci.Write).Seconds())
 }
+
+func (o storeObserver) ObserveSync(d time.Duration) { o.m.StoreSyncSeconds.Observe(d.Seconds()) }
 
 // Start binds the configured listeners and starts serving.
 func (n *Node) Start() error {

@@ -1,0 +1,426 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/retained"
+	"github.com/sextantmq/sextant/internal/router"
+	"github.com/sextantmq/sextant/internal/session"
+	"github.com/sextantmq/sextant/internal/store"
+)
+
+// Store is what the broker needs from the node's durable store.
+type Store interface {
+	session.Persister
+	LoadSessions(fn func(*store.SessionRecord) error) error
+	LoadMessages(clientID string, fn func(*store.QueuedMessage) error) error
+	LoadInbound(clientID string) ([]uint16, error)
+	LoadRetained(fn func(*message.Message) error) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Config is the broker's part of the node configuration.
+type Config struct {
+	Limits         session.Limits
+	MaxConnections int
+	SysInterval    time.Duration // 0 disables $SYS
+	Version        string
+}
+
+// Broker is one node's MQTT hub. See the package doc.
+type Broker struct {
+	cfg     Config
+	clock   clock.Clock
+	log     *slog.Logger
+	metrics *metrics.Broker
+	store   Store // nil: nothing persisted
+	env     *session.Env
+	started time.Time
+
+	retained *retained.Store
+	matches  sync.Pool // *router.Matches[*session.Session]
+
+	subs struct {
+		sync.RWMutex
+		ix *router.Index[*session.Session]
+	}
+
+	mu struct {
+		sync.Mutex
+		sessions  map[string]*session.Session
+		attaching map[string]chan struct{} // client ids with a CONNECT in progress
+		timers    map[*session.Session]*timers
+		conns     int
+		online    int
+		closing   bool
+	}
+
+	stop    chan struct{}
+	bg      sync.WaitGroup
+	connsWG sync.WaitGroup
+}
+
+type timers struct {
+	expiry clock.Timer
+	will   clock.Timer
+}
+
+// New creates a broker and loads the durable state from st (which may be
+// nil for a broker that persists nothing).
+func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Broker) (*Broker, error) {
+	b := &Broker{
+		cfg: cfg, clock: clk, log: log, metrics: m, store: st,
+		retained: &retained.Store{}, started: clk.Now(), stop: make(chan struct{}),
+	}
+	b.subs.ix = router.New[*session.Session]()
+	b.mu.sessions = map[string]*session.Session{}
+	b.mu.attaching = map[string]chan struct{}{}
+	b.mu.timers = map[*session.Session]*timers{}
+	b.matches.New = func() any { return new(router.Matches[*session.Session]) }
+	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b}
+	if st != nil {
+		b.env.Store = st
+		if err := b.load(); err != nil {
+			return nil, fmt.Errorf("broker: loading state: %w", err)
+		}
+	}
+	if cfg.SysInterval > 0 {
+		b.bg.Add(1)
+		go b.sysLoop()
+	}
+	return b, nil
+}
+
+var _ session.Hub = (*Broker)(nil)
+
+// ServeConn serves one client connection until it ends (listener.Handler).
+func (b *Broker) ServeConn(c net.Conn) {
+	b.connsWG.Add(1)
+	defer b.connsWG.Done()
+	session.Serve(c, b.env)
+}
+
+// Attach implements session.Hub: find or create the session for a CONNECT,
+// taking it over from another connection if needed.
+func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, bool, packet.ReasonCode, string) {
+	id := p.ClientID
+	for {
+		b.mu.Lock()
+		if b.mu.closing {
+			b.mu.Unlock()
+			return nil, false, packet.ServerUnavailable, "server shutting down"
+		}
+		wait, busy := b.mu.attaching[id]
+		if !busy {
+			if b.mu.conns >= b.cfg.MaxConnections {
+				b.mu.Unlock()
+				return nil, false, packet.ServerBusy, "too many connections"
+			}
+			b.mu.conns++
+			b.mu.attaching[id] = make(chan struct{})
+			b.mu.Unlock()
+			break
+		}
+		b.mu.Unlock()
+		<-wait // another CONNECT with this id is being handled
+	}
+	defer func() {
+		b.mu.Lock()
+		close(b.mu.attaching[id])
+		delete(b.mu.attaching, id)
+		b.mu.Unlock()
+	}()
+
+	b.mu.Lock()
+	old := b.mu.sessions[id]
+	b.mu.Unlock()
+	if old != nil {
+		if oc := old.Conn(); oc != nil {
+			oc.Disconnect(packet.SessionTakenOver, "another connection took over the session")
+			<-oc.Done()
+		}
+	}
+
+	expiry := p.Props.SessionExpiry
+	b.mu.Lock()
+	old = b.mu.sessions[id]
+	b.mu.Unlock()
+	if old != nil && (p.CleanStart || old.Ended()) {
+		// A will still pending from the previous connection goes now: the
+		// session it was waiting on is being discarded.
+		if w, _ := old.TakeWill(); w != nil {
+			b.publishWill(old, w)
+		}
+		b.endSession(old)
+		old = nil
+	}
+	s, present := old, old != nil
+	if s != nil {
+		b.stopTimers(s)
+		s.SetExpiry(expiry)
+	} else {
+		s = session.New(id, b.env, p.Version, expiry)
+		b.mu.Lock()
+		b.mu.sessions[id] = s
+		b.mu.Unlock()
+	}
+	s.Bind(c)
+	b.mu.Lock()
+	b.mu.online++
+	b.mu.Unlock()
+	b.updateSessionGauges()
+	if expiry > 0 {
+		b.persistSession(s, time.Time{}, nil)
+	}
+	return s, present, packet.Success, ""
+}
+
+// Detach implements session.Hub: a connection bound to s has ended.
+func (b *Broker) Detach(s *session.Session, c *session.Conn, publishWill bool) {
+	b.mu.Lock()
+	b.mu.conns--
+	b.mu.Unlock()
+	if !s.Unbind(c) {
+		return
+	}
+	b.mu.Lock()
+	b.mu.online--
+	b.mu.Unlock()
+	will, delay := s.TakeWill()
+	if !publishWill {
+		will = nil
+	}
+	b.redistributeShared(s)
+	expiry := s.Expiry()
+	if expiry == 0 {
+		b.endSession(s)
+		if will != nil {
+			b.publishWill(s, will)
+		}
+		b.updateSessionGauges()
+		return
+	}
+	if will != nil && delay == 0 {
+		b.publishWill(s, will)
+		will = nil
+	}
+	if will != nil {
+		s.SetWill(will, delay) // kept (and persisted) until it fires or the client returns
+	}
+	b.persistSession(s, b.clock.Now(), nil)
+	b.armTimers(s, expiry, will, delay)
+	b.updateSessionGauges()
+}
+
+// armTimers schedules the end of an offline session and its delayed will.
+func (b *Broker) armTimers(s *session.Session, expiry uint32, will *message.Message, delay uint32) {
+	t := &timers{}
+	if expiry != session.NeverExpire {
+		d := time.Duration(expiry) * time.Second
+		t.expiry = b.clock.AfterFunc(d, func() { b.expire(s) })
+	}
+	if will != nil {
+		d := time.Duration(delay) * time.Second
+		if expiry != session.NeverExpire && expiry < delay {
+			d = time.Duration(expiry) * time.Second // the will goes when the session ends, if sooner
+		}
+		t.will = b.clock.AfterFunc(d, func() {
+			if s.Online() {
+				return
+			}
+			if w, _ := s.TakeWill(); w != nil {
+				b.publishWill(s, w)
+				if s.Expiry() > 0 {
+					b.persistSession(s, b.clock.Now(), nil)
+				}
+			}
+		})
+	}
+	b.mu.Lock()
+	b.mu.timers[s] = t
+	b.mu.Unlock()
+}
+
+func (b *Broker) stopTimers(s *session.Session) {
+	b.mu.Lock()
+	t := b.mu.timers[s]
+	delete(b.mu.timers, s)
+	b.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if t.expiry != nil {
+		t.expiry.Stop()
+	}
+	if t.will != nil {
+		t.will.Stop()
+	}
+}
+
+// expire ends an offline session whose expiry interval has passed.
+func (b *Broker) expire(s *session.Session) {
+	if s.Online() {
+		return
+	}
+	b.mu.Lock()
+	current := b.mu.sessions[s.ID] == s
+	b.mu.Unlock()
+	if !current {
+		return
+	}
+	if w, _ := s.TakeWill(); w != nil {
+		b.publishWill(s, w)
+	}
+	b.endSession(s)
+	b.updateSessionGauges()
+}
+
+// endSession removes s from the registry and the index, discards its queue
+// and deletes its durable state.
+func (b *Broker) endSession(s *session.Session) {
+	b.stopTimers(s)
+	b.mu.Lock()
+	if b.mu.sessions[s.ID] == s {
+		delete(b.mu.sessions, s.ID)
+	}
+	b.mu.Unlock()
+	subs := s.Subscriptions()
+	b.subs.Lock()
+	for f := range subs {
+		b.subs.ix.Unsubscribe(s, f)
+	}
+	n := b.subs.ix.Len()
+	b.subs.Unlock()
+	b.metrics.Subscriptions.Set(float64(n))
+	s.End()
+	if b.store != nil {
+		var bt store.Batch
+		bt.DeleteSession(s.ID)
+		b.commitBehind(&bt)
+	}
+}
+
+// persistSession writes s's record; done (optional) runs once it is durable.
+func (b *Broker) persistSession(s *session.Session, disconnectedAt time.Time, done func(error)) {
+	if b.store == nil {
+		if done != nil {
+			done(nil)
+		}
+		return
+	}
+	var bt store.Batch
+	bt.PutSession(s.Record(disconnectedAt))
+	if done == nil {
+		b.commitBehind(&bt)
+		return
+	}
+	if err := b.store.Commit(context.Background(), &bt, done); err != nil {
+		done(err)
+	}
+}
+
+func (b *Broker) commitBehind(bt *store.Batch) {
+	if err := b.store.Commit(context.Background(), bt, func(err error) {
+		if err != nil {
+			b.log.Error("store write failed", "err", err)
+		}
+	}); err != nil {
+		b.log.Error("store write failed", "err", err)
+	}
+}
+
+func (b *Broker) publishWill(s *session.Session, w *message.Message) {
+	m := *w
+	m.Created = b.clock.Now()
+	if !w.Expiry.IsZero() && !w.Created.IsZero() {
+		m.Expiry = m.Created.Add(w.Expiry.Sub(w.Created))
+	}
+	b.Publish(s, &m, nil)
+}
+
+func (b *Broker) updateSessionGauges() {
+	b.mu.Lock()
+	total, online := len(b.mu.sessions), b.mu.online
+	b.mu.Unlock()
+	b.metrics.SessionsCurrent.WithLabelValues("online").Set(float64(online))
+	b.metrics.SessionsCurrent.WithLabelValues("offline").Set(float64(total - online))
+}
+
+// Stats is a snapshot of the broker's state for $SYS and the admin API.
+type Stats struct {
+	Uptime        time.Duration
+	Connections   int
+	Sessions      int
+	Online        int
+	Subscriptions int
+	Retained      int
+}
+
+// Stats returns current counts.
+func (b *Broker) Stats() Stats {
+	b.mu.Lock()
+	st := Stats{Connections: b.mu.conns, Sessions: len(b.mu.sessions), Online: b.mu.online}
+	b.mu.Unlock()
+	b.subs.RLock()
+	st.Subscriptions = b.subs.ix.Len()
+	b.subs.RUnlock()
+	st.Retained = b.retained.Len()
+	st.Uptime = b.clock.Now().Sub(b.started)
+	return st
+}
+
+// ErrClosed is returned by operations on a closed broker.
+var ErrClosed = errors.New("broker: closed")
+
+// Close shuts the broker down gracefully: refuse new connections, send
+// DISCONNECT 0x8B (server shutting down) to MQTT 5 clients, close every
+// connection and persist session state. It returns when all connections have
+// ended or ctx is done. The caller closes the store afterwards.
+func (b *Broker) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.mu.closing {
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.closing = true
+	var conns []*session.Conn
+	for _, s := range b.mu.sessions {
+		if c := s.Conn(); c != nil {
+			conns = append(conns, c)
+		}
+	}
+	b.mu.Unlock()
+	close(b.stop)
+	for _, c := range conns {
+		c.Disconnect(packet.ServerShuttingDown, "server shutting down")
+	}
+	done := make(chan struct{})
+	go func() { b.connsWG.Wait(); b.bg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	b.mu.Lock()
+	var all []*session.Session
+	for _, s := range b.mu.sessions {
+		all = append(all, s)
+	}
+	b.mu.Unlock()
+	for _, s := range all {
+		b.stopTimers(s)
+	}
+	return err
+}

@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/session"
+	"github.com/sextantmq/sextant/internal/store"
+	"github.com/sextantmq/sextant/internal/topic"
+)
+
+// Subscribe implements session.Hub.
+func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done func([]packet.ReasonCode)) {
+	codes := make([]packet.ReasonCode, len(reqs))
+	existed := make([]bool, len(reqs))
+	b.subs.Lock()
+	for i, r := range reqs {
+		if _, err := b.subs.ix.Subscribe(s, r.Filter, r.Opts); err != nil {
+			codes[i] = packet.TopicFilterInvalid
+			continue
+		}
+		codes[i] = packet.ReasonCode(r.Opts.QoS)
+	}
+	n := b.subs.ix.Len()
+	b.subs.Unlock()
+	b.metrics.Subscriptions.Set(float64(n))
+	for i, r := range reqs {
+		if !codes[i].IsError() {
+			existed[i] = s.AddSubscription(r.Filter, r.Opts)
+		}
+	}
+	finish := func() {
+		done(codes)
+		b.sendRetained(s, reqs, codes, existed)
+	}
+	if s.Persistent() && b.store != nil {
+		b.persistSession(s, b.clock.Now(), func(err error) {
+			if err != nil {
+				b.log.Error("persisting subscriptions failed", "client", s.ID, "err", err)
+				for i := range codes {
+					if !codes[i].IsError() {
+						codes[i] = packet.ImplementationSpecificError
+					}
+				}
+			}
+			finish()
+		})
+		return
+	}
+	finish()
+}
+
+// sendRetained queues the retained messages matching new subscriptions,
+// following each subscription's Retain Handling.
+func (b *Broker) sendRetained(s *session.Session, reqs []session.SubRequest, codes []packet.ReasonCode, existed []bool) {
+	var bt store.Batch
+	ticket := &session.Ticket{}
+	now := b.clock.Now()
+	for i, r := range reqs {
+		if codes[i].IsError() {
+			continue
+		}
+		if _, _, shared, _ := topic.ParseShared(r.Filter); shared {
+			continue // retained messages are not sent for shared subscriptions
+		}
+		switch r.Opts.RetainHandling {
+		case 1:
+			if existed[i] {
+				continue
+			}
+		case 2:
+			continue
+		}
+		var expired []string
+		b.retained.Match(r.Filter, func(m *message.Message) bool {
+			if m.Expired(now) {
+				expired = append(expired, m.Topic)
+				return true
+			}
+			dl := session.Delivery{Msg: m, QoS: min(m.QoS, r.Opts.QoS), Retain: true}
+			if r.Opts.ID != 0 {
+				dl.IDs = []uint32{r.Opts.ID}
+			}
+			out, _ := s.Deliver(dl, &bt, ticket)
+			return out != session.Full && out != session.Gone
+		})
+		for _, t := range expired {
+			b.retained.Delete(t)
+			if b.store != nil {
+				bt.DeleteRetained(t)
+			}
+		}
+	}
+	if bt.Len() > 0 && b.store != nil {
+		b.commitBehind(&bt)
+	}
+	if deferred := ticket.Committed(); deferred != nil && b.store != nil {
+		b.commitBehind(deferred)
+	}
+}
+
+// Unsubscribe implements session.Hub.
+func (b *Broker) Unsubscribe(s *session.Session, filters []string, done func([]packet.ReasonCode)) {
+	codes := make([]packet.ReasonCode, len(filters))
+	b.subs.Lock()
+	for i, f := range filters {
+		if !b.subs.ix.Unsubscribe(s, f) {
+			codes[i] = packet.NoSubscriptionExisted
+		}
+	}
+	n := b.subs.ix.Len()
+	b.subs.Unlock()
+	b.metrics.Subscriptions.Set(float64(n))
+	for _, f := range filters {
+		s.RemoveSubscription(f)
+	}
+	if s.Persistent() && b.store != nil {
+		b.persistSession(s, b.clock.Now(), func(err error) {
+			if err != nil {
+				b.log.Error("persisting subscriptions failed", "client", s.ID, "err", err)
+			}
+			done(codes)
+		})
+		return
+	}
+	done(codes)
+}

@@ -1,0 +1,336 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/topic"
+)
+
+// Conn is one client connection bound to a session. The reader side runs on
+// the goroutine that called Serve; the writer is started on demand.
+type Conn struct {
+	env *Env
+	nc  net.Conn
+	r   *packet.Reader
+	log *slog.Logger
+
+	// Fixed once CONNECT has been handled.
+	version         packet.Version
+	keepAlive       time.Duration
+	clientRecvMax   uint16
+	clientMaxPacket uint32 // 0: no limit
+	clientAliasMax  uint16
+	problemInfo     bool
+	s               *Session
+
+	// Reader-owned.
+	aliasIn []string
+
+	// Writer-owned (one writer runs at a time).
+	aliasOut  map[string]uint16
+	nextAlias uint16
+	items     []outItem
+	pub       packet.Publish
+
+	// Guarded by s.mu (the session's lock) once bound.
+	w struct {
+		held       bool // bound but CONNACK not yet queued: send nothing
+		connack    *packet.Connack
+		resp       []*respSlot
+		writing    bool
+		resend     bool // in-flight entries must be re-sent (after Bind)
+		closing    bool // the final packet (if any) is the last thing sent
+		final      packet.Packet
+		finalSent  bool
+		gone       bool // the connection has ended
+		inflightIn int  // inbound QoS>0 publishes not yet fully acknowledged
+		space      chan struct{}
+		flushed    chan struct{} // closed by the writer after the final packet
+	}
+
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type respSlot struct {
+	p       packet.Packet
+	ack     packet.Ack
+	ready   bool
+	pending int  // completions still awaited before ready
+	qos2    bool // a PUBREC: its flow ends on write only if it refuses
+	dec     bool // writing it ends an inbound QoS 1/2 flow
+}
+
+// Serve runs one client connection to its end: the CONNECT handshake, then
+// the read loop. It closes nc before returning. A panic in the connection's
+// code is recovered, logged with its stack and counted.
+func Serve(nc net.Conn, env *Env) {
+	c := &Conn{env: env, nc: nc, done: make(chan struct{})}
+	c.log = env.Log.With("remote", nc.RemoteAddr().String())
+	defer func() {
+		if r := recover(); r != nil {
+			env.Metrics.Panics.Inc()
+			c.log.Error("panic in connection handler", "panic", r, "stack", string(debug.Stack()))
+			c.end(true)
+		}
+	}()
+	c.serve()
+}
+
+// Done is closed when the connection has fully ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Version is the connection's protocol version.
+func (c *Conn) Version() packet.Version { return c.version }
+
+// RemoteAddr is the client's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+func (c *Conn) serve() {
+	lim := &c.env.Limits
+	_ = c.nc.SetReadDeadline(c.env.Clock.Now().Add(lim.ConnectTimeout))
+	c.r = packet.NewReader(deadlineReader{c}, lim.MaxPacketSize)
+	p, err := c.r.Next()
+	if err != nil {
+		if errors.Is(err, packet.ErrUnsupportedVersion) {
+			c.writeNow(&packet.Connack{ReasonCode: packet.UnsupportedProtocolVersion}, packet.V311)
+		}
+		c.countProtocolError(err)
+		c.closeSocket()
+		close(c.done)
+		return
+	}
+	cp, ok := p.(*packet.Connect)
+	if !ok {
+		c.countProtocolError(err)
+		c.closeSocket()
+		close(c.done)
+		return
+	}
+	if !c.handshake(cp) {
+		c.closeSocket()
+		close(c.done)
+		return
+	}
+	c.readLoop()
+}
+
+// handshake validates CONNECT, attaches the session and queues CONNACK.
+func (c *Conn) handshake(cp *packet.Connect) bool {
+	lim := &c.env.Limits
+	c.version = cp.Version
+	if c.version == packet.V31 {
+		c.version = packet.V311
+	}
+	c.r.SetVersion(cp.Version)
+	refuse := func(code packet.ReasonCode, reason string) bool {
+		ack := &packet.Connack{ReasonCode: code}
+		if c.version == packet.V5 && reason != "" && c.problemInfo {
+			ack.Props.SetReasonString(reason)
+		}
+		c.env.Metrics.ConnectionsRefused.WithLabelValues(code.String()).Inc()
+		c.writeNow(ack, c.version)
+		return false
+	}
+	v5 := c.version == packet.V5
+	c.problemInfo = true
+	c.clientRecvMax = 65535
+	if v5 {
+		if cp.Props.Has(packet.PropRequestProblemInfo) {
+			c.problemInfo = cp.Props.RequestProblemInfo == 1
+		}
+		if cp.Props.Has(packet.PropReceiveMaximum) {
+			c.clientRecvMax = cp.Props.ReceiveMaximum
+		}
+		if cp.Props.Has(packet.PropMaximumPacketSize) {
+			c.clientMaxPacket = cp.Props.MaximumPacketSize
+		}
+		c.clientAliasMax = cp.Props.TopicAliasMaximum
+		if cp.Props.Has(packet.PropAuthMethod) {
+			return refuse(packet.BadAuthenticationMethod, "enhanced authentication is not supported")
+		}
+	}
+	if len(cp.ClientID) > lim.MaxClientIDLength {
+		return refuse(packet.ClientIdentifierNotValid, "client identifier too long")
+	}
+	assigned := ""
+	if cp.ClientID == "" {
+		if !v5 && !cp.CleanStart {
+			return refuse(packet.ClientIdentifierNotValid, "an empty client identifier needs a clean session")
+		}
+		assigned = newClientID()
+		cp.ClientID = assigned
+	}
+	if cp.WillFlag {
+		if err := c.checkTopicName(cp.WillTopic); err != nil {
+			return refuse(packet.TopicNameInvalid, "will topic: "+err.Error())
+		}
+		if cp.WillProps.Has(packet.PropPayloadFormat) && cp.WillProps.PayloadFormat == 1 && !utf8.Valid(cp.WillPayload) {
+			return refuse(packet.PayloadFormatInvalid, "will payload is not valid UTF-8")
+		}
+	}
+
+	// Keep alive: MQTT 5 clients get Server Keep Alive when they ask for more
+	// than the node grants (or for none while the node caps it).
+	ka := cp.KeepAlive
+	serverKA := false
+	if v5 && lim.MaxKeepAlive < 65535 && (ka == 0 || ka > lim.MaxKeepAlive) {
+		ka, serverKA = lim.MaxKeepAlive, true
+	}
+	c.keepAlive = time.Duration(ka) * time.Second
+
+	expiry := uint32(0)
+	if v5 {
+		expiry = cp.Props.SessionExpiry
+	} else if !cp.CleanStart {
+		expiry = NeverExpire
+	}
+	expiryCapped := false
+	if lim.MaxSessionExpiry > 0 && expiry > lim.MaxSessionExpiry {
+		expiry, expiryCapped = lim.MaxSessionExpiry, true
+	}
+	cp.Props.SessionExpiry = expiry
+
+	s, present, code, reason := c.env.Hub.Attach(c, cp)
+	if s == nil {
+		if code == packet.Success {
+			code = packet.UnspecifiedError
+		}
+		return refuse(code, reason)
+	}
+	c.s = s
+	c.log = c.log.With("client", s.ID)
+	if cp.WillFlag {
+		s.SetWill(willMessage(cp, s.ID, c.env.Clock.Now()), cp.WillProps.WillDelay)
+	} else {
+		s.SetWill(nil, 0)
+	}
+
+	ack := &packet.Connack{SessionPresent: present}
+	if v5 {
+		if expiryCapped {
+			ack.Props.SetSessionExpiry(expiry)
+		}
+		ack.Props.SetReceiveMaximum(lim.ReceiveMaximum)
+		ack.Props.SetMaximumPacketSize(lim.MaxPacketSize)
+		ack.Props.SetTopicAliasMaximum(lim.TopicAliasMaximum)
+		if assigned != "" {
+			ack.Props.SetAssignedClientID(assigned)
+		}
+		if serverKA {
+			ack.Props.SetServerKeepAlive(ka)
+		}
+		if cp.Props.RequestResponseInfo == 1 {
+			ack.Props.SetResponseInfo("response/" + s.ID + "/")
+		}
+	}
+	c.env.Metrics.ConnectionsTotal.Inc()
+	c.env.Metrics.ConnectionsCurrent.Inc()
+	if c.keepAlive > 0 {
+		_ = c.nc.SetReadDeadline(c.env.Clock.Now().Add(c.keepAlive * 3 / 2))
+	} else {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	s.mu.Lock()
+	c.w.connack = ack
+	c.w.held = false
+	c.kickWriterLocked()
+	s.mu.Unlock()
+	return true
+}
+
+func newClientID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "sx-" + hex.EncodeToString(b[:])
+}
+
+func willMessage(cp *packet.Connect, clientID string, now time.Time) *message.Message {
+	m := &message.Message{
+		Topic: cp.WillTopic, Payload: append([]byte(nil), cp.WillPayload...), QoS: cp.WillQoS,
+		Retain: cp.WillRetain, Publisher: clientID, Created: now,
+	}
+	applyProps(m, &cp.WillProps, now)
+	return m
+}
+
+// applyProps copies the end-to-end properties of a PUBLISH (or will) into m.
+func applyProps(m *message.Message, p *packet.Properties, now time.Time) {
+	if p.Present == 0 && len(p.User) == 0 {
+		return
+	}
+	m.PayloadFormat = p.PayloadFormat
+	m.ContentType = p.ContentType
+	m.ResponseTopic = p.ResponseTopic
+	if len(p.CorrelationData) > 0 {
+		m.CorrelationData = append([]byte(nil), p.CorrelationData...)
+	}
+	if p.Has(packet.PropMessageExpiry) {
+		m.Expiry = now.Add(time.Duration(p.MessageExpiry) * time.Second)
+	}
+	if len(p.User) > 0 {
+		m.User = make([]message.UserProperty, len(p.User))
+		for i, u := range p.User {
+			m.User[i] = message.UserProperty{Key: u.Key, Value: u.Value}
+		}
+	}
+}
+
+func (c *Conn) checkTopicName(name string) error {
+	if err := topic.ValidateName(name); err != nil {
+		return err
+	}
+	return topic.Limits{MaxLength: c.env.Limits.MaxTopicLength, MaxLevels: c.env.Limits.MaxTopicLevels}.Check(name)
+}
+
+// writeNow writes one packet synchronously; used before a session is bound.
+func (c *Conn) writeNow(p packet.Packet, v packet.Version) {
+	b, err := p.Append(nil, v)
+	if err != nil {
+		return
+	}
+	_ = c.nc.SetWriteDeadline(c.env.Clock.Now().Add(c.env.Limits.WriteTimeout))
+	_, _ = c.nc.Write(b)
+}
+
+func (c *Conn) countProtocolError(err error) {
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return
+	}
+	c.env.Metrics.ProtocolErrors.WithLabelValues(packet.CodeOf(err).String()).Inc()
+	c.log.Debug("closing connection on bad input", "err", err)
+}
+
+func (c *Conn) closeSocket() {
+	c.closeOnce.Do(func() { _ = c.nc.Close() })
+}
+
+// deadlineReader pushes the keep-alive read deadline forward before each
+// read from the socket (once per read call, not per packet).
+type deadlineReader struct{ c *Conn }
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	if ka := d.c.keepAlive; ka > 0 {
+		_ = d.c.nc.SetReadDeadline(d.c.env.Clock.Now().Add(ka * 3 / 2))
+	}
+	n, err := d.c.nc.Read(p)
+	if n > 0 {
+		d.c.env.Metrics.BytesIn.Add(float64(n))
+	}
+	return n, err
+}

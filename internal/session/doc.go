@@ -1,0 +1,20 @@
+// Package session owns one MQTT client's state and the driver of its current
+// connection.
+//
+// A Session is the state the MQTT specifications say outlives a connection:
+// the subscriptions the client holds, its outbound queue and in-flight
+// window, packet identifiers, inbound QoS 2 identifiers awaiting PUBREL, and
+// its will. A Conn is one network connection bound to a Session: a reader
+// goroutine (the one Serve runs on) that decodes and handles packets, and a
+// writer goroutine started on demand that batches packets onto the socket.
+//
+// Concurrency: a Session's mutable state sits under Session.mu; Conn fields
+// that the reader, the writer and publishers share are under the same lock.
+// Deliver is called by the broker from publishers' goroutines. The package
+// calls the broker only through the Hub interface, never while holding
+// Session.mu, and the broker never holds its own locks while calling into a
+// session in a way that could call back (see docs/design/broker.md).
+//
+// It must not touch the subscription index, retained messages or other
+// sessions: those belong to the broker.
+package session

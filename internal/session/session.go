@@ -1,0 +1,524 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/router"
+	"github.com/sextantmq/sextant/internal/store"
+)
+
+// NeverExpire is the session expiry interval that means "never".
+const NeverExpire = 0xFFFFFFFF
+
+// Limits are the node-wide protocol limits a session enforces.
+type Limits struct {
+	MaxPacketSize     uint32
+	ReceiveMaximum    uint16 // inbound QoS>0 publishes unacknowledged
+	MaxInflight       uint16 // outbound window cap
+	MaxQueued         int    // in-memory queue per session
+	MaxStored         int    // on-disk queue per persistent session
+	TopicAliasMaximum uint16
+	MaxKeepAlive      uint16
+	MaxSubscriptions  int
+	MaxTopicLength    int
+	MaxTopicLevels    int
+	MaxClientIDLength int
+	MaxSessionExpiry  uint32 // seconds, 0 = no cap
+	ConnectTimeout    time.Duration
+	WriteTimeout      time.Duration
+	SlowConsumer      time.Duration
+}
+
+// Persister is what a session needs from the store.
+type Persister interface {
+	Commit(ctx context.Context, b *store.Batch, done func(error)) error
+	LoadMessagesFrom(clientID string, from uint64, limit int, fn func(*store.QueuedMessage) error) error
+}
+
+var _ Persister = (*store.Store)(nil)
+
+// Env is what every session of one broker shares.
+type Env struct {
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *metrics.Broker
+	Store   Persister // nil: nothing is persisted
+	Limits  Limits
+	Hub     Hub
+}
+
+// SubRequest is one validated subscription request.
+type SubRequest struct {
+	Filter string // as subscribed, including any "$share/group/" prefix
+	Opts   router.Options
+}
+
+// Hub is the broker as a session sees it.
+type Hub interface {
+	// Attach binds a connection that sent CONNECT to a session, creating the
+	// session or taking it over from another connection. On failure s is nil
+	// and code is the CONNACK reason code.
+	Attach(c *Conn, p *packet.Connect) (s *Session, present bool, code packet.ReasonCode, reason string)
+	// Publish routes m. done (nil for QoS 0) is called exactly once with the
+	// reason code for the acknowledgement, possibly from another goroutine.
+	Publish(from *Session, m *message.Message, done func(packet.ReasonCode))
+	// Subscribe adds subscriptions and queues matching retained messages;
+	// done receives one reason code per request.
+	Subscribe(s *Session, reqs []SubRequest, done func([]packet.ReasonCode))
+	// Unsubscribe removes subscriptions; done receives one code per filter.
+	Unsubscribe(s *Session, filters []string, done func([]packet.ReasonCode))
+	// Detach tells the broker that c, bound to s, has ended. publishWill
+	// reports whether the will must be published (abnormal end, or
+	// DISCONNECT 0x04).
+	Detach(s *Session, c *Conn, publishWill bool)
+}
+
+// Session is one client's MQTT session. See the package doc.
+type Session struct {
+	ID  string
+	env *Env
+
+	mu struct {
+		sync.Mutex
+		version   packet.Version
+		expiry    uint32 // session expiry interval, seconds
+		subs      map[string]router.Options
+		queue     ring
+		inflight  inflight
+		inbound   map[uint16]struct{} // QoS 2 ids received, PUBREL not yet
+		seq       uint64              // last store sequence number used
+		spilled   int                 // persisted messages not held in memory
+		spillFrom uint64              // lowest sequence number among them
+		reloading bool
+		conn      *Conn
+		will      *message.Message
+		willDelay uint32
+		space     chan struct{} // closed when the queue gains room; nil when nobody waits
+		ended     bool
+	}
+}
+
+// New returns an offline session.
+func New(id string, env *Env, v packet.Version, expiry uint32) *Session {
+	s := &Session{ID: id, env: env}
+	s.mu.version = v
+	s.mu.expiry = expiry
+	s.mu.subs = map[string]router.Options{}
+	return s
+}
+
+// Persistent reports whether the session outlives its connection.
+func (s *Session) Persistent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.expiry > 0
+}
+
+// Expiry returns the session expiry interval in seconds.
+func (s *Session) Expiry() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.expiry
+}
+
+// SetExpiry changes the session expiry interval (CONNECT or DISCONNECT).
+func (s *Session) SetExpiry(e uint32) {
+	s.mu.Lock()
+	s.mu.expiry = e
+	s.mu.Unlock()
+}
+
+// Version is the protocol version of the session's last connection.
+func (s *Session) Version() packet.Version {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.version
+}
+
+// Conn returns the session's current connection, or nil when offline.
+func (s *Session) Conn() *Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.conn
+}
+
+// Bind makes c the session's connection. The connection sends nothing until
+// its CONNACK is queued; unacknowledged messages are then sent again.
+func (s *Session) Bind(c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.s = s
+	c.w.held = true
+	s.mu.conn = c
+	s.mu.version = c.version
+	s.mu.ended = false
+	if s.mu.inflight.unacked > 0 {
+		c.w.resend = true
+	}
+}
+
+// Unbind detaches c if it is still the session's connection and reports
+// whether it was. Queued QoS 0 messages are discarded: they are not kept for
+// an offline session.
+func (s *Session) Unbind(c *Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.conn != c {
+		return false
+	}
+	s.mu.conn = nil
+	var keep ring
+	for s.mu.queue.Len() > 0 {
+		if d := s.mu.queue.PopFront(); d.QoS > 0 {
+			keep.PushBack(d)
+		} else {
+			s.env.Metrics.QueuedMessages.Dec()
+		}
+	}
+	s.mu.queue = keep
+	s.wakeSpaceLocked()
+	return true
+}
+
+// Online reports whether a connection is bound.
+func (s *Session) Online() bool { return s.Conn() != nil }
+
+// SetWill records the will of the current connection (nil clears it).
+func (s *Session) SetWill(m *message.Message, delay uint32) {
+	s.mu.Lock()
+	s.mu.will, s.mu.willDelay = m, delay
+	s.mu.Unlock()
+}
+
+// TakeWill returns and clears the will.
+func (s *Session) TakeWill() (*message.Message, uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, d := s.mu.will, s.mu.willDelay
+	s.mu.will, s.mu.willDelay = nil, 0
+	return m, d
+}
+
+// Subscriptions returns a copy of the subscriptions the session holds.
+func (s *Session) Subscriptions() map[string]router.Options {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]router.Options, len(s.mu.subs))
+	for f, o := range s.mu.subs {
+		out[f] = o
+	}
+	return out
+}
+
+// SubscriptionCount is the number of subscriptions held.
+func (s *Session) SubscriptionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.subs)
+}
+
+// AddSubscription records a subscription; existed reports a replacement.
+func (s *Session) AddSubscription(filter string, o router.Options) (existed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, existed = s.mu.subs[filter]
+	s.mu.subs[filter] = o
+	return existed
+}
+
+// RemoveSubscription forgets a subscription.
+func (s *Session) RemoveSubscription(filter string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.mu.subs[filter]
+	delete(s.mu.subs, filter)
+	return ok
+}
+
+// Record returns the session's durable record.
+func (s *Session) Record(disconnectedAt time.Time) *store.SessionRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &store.SessionRecord{
+		ClientID: s.ID, Version: byte(s.mu.version), ExpiryInterval: s.mu.expiry,
+		DisconnectedAt: disconnectedAt,
+	}
+	for f, o := range s.mu.subs {
+		r.Subscriptions = append(r.Subscriptions, store.SubscriptionRecord{
+			Filter: f, QoS: o.QoS, NoLocal: o.NoLocal, RetainAsPublished: o.RetainAsPublished,
+			RetainHandling: o.RetainHandling, ID: o.ID,
+		})
+	}
+	if s.mu.will != nil {
+		r.Will, r.WillDelay = s.mu.will, s.mu.willDelay
+	}
+	return r
+}
+
+// End marks the session finished: further deliveries are refused and queued
+// messages are released. It returns how many messages were discarded.
+func (s *Session) End() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ended {
+		return 0
+	}
+	s.mu.ended = true
+	n := s.mu.queue.Len() + s.mu.inflight.unacked
+	s.env.Metrics.QueuedMessages.Sub(float64(s.mu.queue.Len()))
+	s.env.Metrics.InflightMessages.Sub(float64(s.mu.inflight.unacked))
+	s.mu.queue = ring{}
+	s.mu.inflight = inflight{}
+	s.mu.subs = map[string]router.Options{}
+	s.wakeSpaceLocked()
+	return n
+}
+
+// Ended reports whether End was called.
+func (s *Session) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.ended
+}
+
+// Outcome is the result of Deliver.
+type Outcome int
+
+const (
+	Queued  Outcome = iota // held in memory for sending
+	Spilled                // persisted, not held in memory
+	Dropped                // dropped by the queue policy (counted)
+	Full                   // non-persistent queue full of QoS 1/2: wait on the channel, then retry or give up
+	Gone                   // the session has ended
+)
+
+// Ticket orders a publish's store writes before any later deletion of the
+// same deliveries: a subscriber may acknowledge a message before the
+// publisher's batch has been handed to the store, and the store applies
+// batches in the order they are committed.
+type Ticket struct {
+	mu       sync.Mutex
+	enqueued bool
+	deferred store.Batch
+}
+
+// Committed marks the publish's batch as handed to the store and returns the
+// deletions that were waiting for it (nil if none).
+func (t *Ticket) Committed() *store.Batch {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.enqueued = true
+	if t.deferred.Len() == 0 {
+		return nil
+	}
+	b := t.deferred
+	t.deferred = store.Batch{}
+	return &b
+}
+
+// deferDelete keeps a deletion until the ticket is committed; it reports
+// false if the ticket is already committed (the caller commits itself).
+func (t *Ticket) deferDelete(clientID string, seq uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.enqueued {
+		return false
+	}
+	t.deferred.DeleteMessage(clientID, seq)
+	return true
+}
+
+// Deliver offers d to the session. Persistent sessions add the QoS 1/2
+// message to b (to be committed by the caller under ticket t). See
+// docs/design/broker.md for the queue policy.
+func (s *Session) Deliver(d Delivery, b *store.Batch, t *Ticket) (Outcome, <-chan struct{}) {
+	lim := &s.env.Limits
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ended {
+		return Gone, nil
+	}
+	if d.QoS == 0 {
+		if s.mu.conn == nil {
+			return Dropped, nil // QoS 0 is not queued for offline sessions
+		}
+		if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() {
+			s.env.Metrics.Drop(metrics.DropQueueFull, 1)
+			return Dropped, nil
+		}
+		s.pushLocked(d)
+		return Queued, nil
+	}
+	if s.mu.expiry > 0 && s.env.Store != nil {
+		full := s.mu.spilled > 0 || s.mu.queue.Len() >= lim.MaxQueued
+		if full && s.mu.spilled == 0 && s.dropOldestQoS0Locked() {
+			full = false
+		}
+		if full && s.mu.spilled >= lim.MaxStored {
+			s.env.Metrics.Drop(metrics.DropSessionQuota, 1)
+			return Dropped, nil
+		}
+		s.mu.seq++
+		d.seq = s.mu.seq
+		d.ticket = t
+		b.PutMessage(s.ID, d.record())
+		if full {
+			if s.mu.spilled == 0 {
+				s.mu.spillFrom = d.seq
+			}
+			s.mu.spilled++
+			return Spilled, nil
+		}
+		s.pushLocked(d)
+		return Queued, nil
+	}
+	if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() {
+		if s.mu.space == nil {
+			s.mu.space = make(chan struct{})
+		}
+		return Full, s.mu.space
+	}
+	s.pushLocked(d)
+	return Queued, nil
+}
+
+func (s *Session) pushLocked(d Delivery) {
+	s.mu.queue.PushBack(d)
+	s.env.Metrics.QueuedMessages.Inc()
+	if c := s.mu.conn; c != nil {
+		c.kickWriterLocked()
+	}
+}
+
+// dropOldestQoS0Locked removes the oldest queued QoS 0 message, if any.
+func (s *Session) dropOldestQoS0Locked() bool {
+	for i := 0; i < s.mu.queue.Len(); i++ {
+		if s.mu.queue.At(i).QoS == 0 {
+			s.mu.queue.RemoveAt(i)
+			s.env.Metrics.QueuedMessages.Dec()
+			s.env.Metrics.Drop(metrics.DropQueueFull, 1)
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Session) wakeSpaceLocked() {
+	if s.mu.space != nil {
+		close(s.mu.space)
+		s.mu.space = nil
+	}
+}
+
+// record converts a delivery to its stored form.
+func (d *Delivery) record() *store.QueuedMessage {
+	q := &store.QueuedMessage{
+		Seq: d.seq, Msg: d.Msg, QoS: d.QoS, RetainFlag: d.Retain, SubIDs: d.IDs,
+		PacketID: d.pid,
+	}
+	switch d.state {
+	case stateWaitAck:
+		q.State = store.SentAwaitingAck
+	case stateWaitRel:
+		q.State = store.ReleaseSent
+	default:
+		q.State = store.Queued
+	}
+	return q
+}
+
+// fromRecord rebuilds a delivery from its stored form.
+func fromRecord(q *store.QueuedMessage) Delivery {
+	d := Delivery{Msg: q.Msg, QoS: q.QoS, Retain: q.RetainFlag, IDs: q.SubIDs, seq: q.Seq, pid: q.PacketID}
+	switch q.State {
+	case store.SentAwaitingAck:
+		d.state, d.sentOnce = stateWaitAck, true
+	case store.ReleaseSent:
+		d.state, d.sentOnce = stateWaitRel, true
+	}
+	return d
+}
+
+// Restore loads a persisted delivery into a session being rebuilt from the
+// store at start-up; messages must come in sequence order. Messages beyond
+// the in-memory bound stay on disk.
+func (s *Session) Restore(q *store.QueuedMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q.Seq > s.mu.seq {
+		s.mu.seq = q.Seq
+	}
+	d := fromRecord(q)
+	if d.pid != 0 && d.state != stateQueued {
+		s.mu.inflight.Restore(d)
+		s.env.Metrics.InflightMessages.Inc()
+		return
+	}
+	d.pid, d.state, d.sentOnce = 0, stateQueued, false
+	if s.mu.spilled > 0 || s.mu.queue.Len() >= s.env.Limits.MaxQueued {
+		if s.mu.spilled == 0 {
+			s.mu.spillFrom = d.seq
+		}
+		s.mu.spilled++
+		return
+	}
+	s.mu.queue.PushBack(d)
+	s.env.Metrics.QueuedMessages.Inc()
+}
+
+// RestoreInbound records inbound QoS 2 ids awaiting PUBREL.
+func (s *Session) RestoreInbound(ids []uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if s.mu.inbound == nil {
+			s.mu.inbound = map[uint16]struct{}{}
+		}
+		s.mu.inbound[id] = struct{}{}
+	}
+}
+
+// Pending reports the queued, in-flight and spilled message counts.
+func (s *Session) Pending() (queued, inflight, spilled int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.queue.Len(), s.mu.inflight.unacked, s.mu.spilled
+}
+
+// TakeShared removes and returns the session's undelivered messages that
+// came through shared subscriptions, so the broker can hand them to another
+// member of the group (its connection ended with them unacknowledged).
+func (s *Session) TakeShared() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Delivery
+	for i := 0; i < s.mu.queue.Len(); {
+		if d := s.mu.queue.At(i); d.Shared != "" && d.seq == 0 {
+			out = append(out, s.mu.queue.RemoveAt(i))
+			s.env.Metrics.QueuedMessages.Dec()
+			continue
+		}
+		i++
+	}
+	var keep []Delivery
+	for _, d := range s.mu.inflight.Drain() {
+		if d.Shared != "" && d.seq == 0 && d.state == stateWaitAck {
+			d.pid, d.state, d.sentOnce = 0, stateQueued, false
+			out = append(out, d)
+			s.env.Metrics.InflightMessages.Dec()
+			continue
+		}
+		keep = append(keep, d)
+	}
+	for _, d := range keep {
+		s.mu.inflight.Restore(d)
+	}
+	return out
+}
