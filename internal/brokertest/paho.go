@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	pahov3 "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.golang/paho"
+	pahov3 "github.com/eclipse/paho.mqtt.golang"
 )
 
 // V5 is a paho MQTT 5 client connected to a node, collecting what it receives.
@@ -136,7 +136,7 @@ func (n *Node) ConnectV3(clientID string, clean bool, opts func(*pahov3.ClientOp
 // Wait waits for a token and fails the test on error.
 func Wait(t testing.TB, tok pahov3.Token, what string) {
 	t.Helper()
-	if !tok.WaitTimeout(5*time.Second) {
+	if !tok.WaitTimeout(5 * time.Second) {
 		t.Fatalf("brokertest: %s timed out", what)
 	}
 	if err := tok.Error(); err != nil {
