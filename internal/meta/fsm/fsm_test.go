@@ -367,3 +367,18 @@ func TestLabelsValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyEncoded(t *testing.T) {
+	b, err := EncodeCommand(RegisterNode(node("n1", TierEdge)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, res := State{}.ApplyEncoded(4, b)
+	if res.Err() != nil || len(s.Nodes()) != 1 || s.Applied() != 4 {
+		t.Fatalf("valid command: %+v, %d nodes", res, len(s.Nodes()))
+	}
+	s2, res := s.ApplyEncoded(5, []byte("garbage"))
+	if !errors.Is(res.Err(), ErrInvalid) || s2.Applied() != 5 || len(s2.Nodes()) != 1 {
+		t.Fatalf("garbage: %+v, applied %d", res, s2.Applied())
+	}
+}

@@ -229,3 +229,20 @@ func hostPort(s string) bool {
 	p, err := strconv.Atoi(port)
 	return err == nil && p >= 1 && p <= 65535 && strconv.Itoa(p) == port
 }
+
+// ApplyEncoded decodes an encoded command and applies it at index. An
+// undecodable command is rejected like an invalid one: the state only
+// records index as applied.
+func (s State) ApplyEncoded(index uint64, b []byte) (State, Result) {
+	cmd, err := DecodeCommand(b)
+	if err != nil {
+		next := s
+		next.applied = index
+		fe, ok := err.(*Error)
+		if !ok {
+			fe = invalid("", "%v", err)
+		}
+		return next, Result{Index: index, Error: fe}
+	}
+	return s.Apply(index, cmd)
+}
