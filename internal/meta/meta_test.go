@@ -392,11 +392,13 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mut := range map[string]func(*Config){
-		"no id":          func(c *Config) { c.NodeID = "" },
-		"no dir":         func(c *Config) { c.DataDir = "" },
-		"no listener":    func(c *Config) { c.Listener = nil },
-		"even voters":    func(c *Config) { c.Bootstrap = voters("n1", "n2") },
-		"duplicate":      func(c *Config) { c.Bootstrap = []Server{{ID: "x", Addr: "1"}, {ID: "x", Addr: "2"}, {ID: "y", Addr: "3"}} },
+		"no id":       func(c *Config) { c.NodeID = "" },
+		"no dir":      func(c *Config) { c.DataDir = "" },
+		"no listener": func(c *Config) { c.Listener = nil },
+		"even voters": func(c *Config) { c.Bootstrap = voters("n1", "n2") },
+		"duplicate": func(c *Config) {
+			c.Bootstrap = []Server{{ID: "x", Addr: "1"}, {ID: "x", Addr: "2"}, {ID: "y", Addr: "3"}}
+		},
 		"self elsewhere": func(c *Config) { c.Bootstrap = []Server{{ID: "a", Addr: "10.0.0.9:1"}} },
 		"timing":         func(c *Config) { c.Timing = 7 },
 	} {
