@@ -118,8 +118,8 @@ type Config struct {
 
 // Validate checks the config.
 func (c Config) Validate() error {
-	if c.NodeID == "" {
-		return fmt.Errorf("%w: empty node id", ErrConfig)
+	if err := validateID(c.NodeID); err != nil {
+		return err
 	}
 	if c.Transport == nil {
 		if _, _, err := splitIPPort(c.BindAddr); err != nil {
@@ -132,6 +132,20 @@ func (c Config) Validate() error {
 		}
 	}
 	return c.Tags.Validate()
+}
+
+// validateID accepts 1 to 128 bytes of [A-Za-z0-9._:-], the node ids the
+// metadata registry accepts too.
+func validateID(id string) error {
+	if id == "" || len(id) > 128 {
+		return fmt.Errorf("%w: node id must be 1 to 128 bytes", ErrConfig)
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return fmt.Errorf("%w: node id %q may only contain letters, digits and . _ : -", ErrConfig, id)
+		}
+	}
+	return nil
 }
 
 func splitIPPort(s string) (string, int, error) {

@@ -199,6 +199,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]Config{
+		"space in id": {NodeID: "New York", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierCore}},
 		"no id":       {BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierCore}},
 		"bad tier":    {NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: "middle"}},
 		"host name":   {NodeID: "a", BindAddr: "localhost:7946", Tags: Labels{Tier: TierEdge}},

@@ -74,9 +74,14 @@ func readFrame(r io.Reader, v any) error {
 	if n > maxFrame {
 		return fmt.Errorf("meta: frame of %d bytes exceeds %d", n, maxFrame)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// Read without trusting the header for the allocation: a peer that
+	// announces a large frame must also send it.
+	b, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
 		return err
+	}
+	if len(b) != int(n) {
+		return io.ErrUnexpectedEOF
 	}
 	return json.Unmarshal(b, v)
 }

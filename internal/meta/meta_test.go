@@ -409,3 +409,50 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestIsolatedLeaderIsReplacedAndCatchesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2*time.Millisecond)
+		for _, id := range []string{"n1", "n2", "n3"} {
+			c.open(id, true, voters("n1", "n2", "n3"))
+		}
+		old := c.leader()
+		c.nw.Isolate(host(old.ID()))
+		cut := time.Now()
+
+		// The isolated leader cannot commit.
+		short, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if _, err := old.Propose(short, registerCmd("lost")); err == nil {
+			t.Fatal("an isolated leader committed a write")
+		}
+
+		// The majority elects a new leader and commits.
+		var next *Meta
+		waitFor(t, 30*time.Second, "a new leader on the majority side", func() bool {
+			for _, m := range c.nodes {
+				if m != old && m.IsLeader() {
+					next = m
+					return true
+				}
+			}
+			return false
+		})
+		t.Logf("%s took over %v after %s was isolated", next.ID(), time.Since(cut), old.ID())
+		res, err := next.Propose(ctxFor(t, 10*time.Second), registerCmd("kept"))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		c.nw.Rejoin(host(old.ID()))
+		if err := old.Wait(ctxFor(t, 30*time.Second), res.Index); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := old.State().Node("lost"); ok {
+			t.Error("the uncommitted write of the isolated leader survived")
+		}
+		if !bytes.Equal(old.State().Snapshot(), next.State().Snapshot()) {
+			t.Error("the rejoined node's state differs from the leader's")
+		}
+	})
+}
