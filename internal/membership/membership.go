@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/coordinate"
 	"github.com/hashicorp/serf/serf"
 )
@@ -19,11 +18,13 @@ import (
 // State is a member's liveness as this node sees it.
 type State string
 
+// There is no "suspect" state: memberlist v0.6.0 keeps suspicion in an
+// unexported field (the exported Node.State is never set), so a member that
+// misses probes shows as alive until it is declared failed.
 const (
-	StateAlive   State = "alive"
-	StateSuspect State = "suspect" // missed probes; not yet declared failed
-	StateFailed  State = "failed"
-	StateLeft    State = "left" // left gracefully (or is leaving)
+	StateAlive  State = "alive"
+	StateFailed State = "failed"
+	StateLeft   State = "left" // left gracefully (or is leaving)
 )
 
 // Member is one node of the cluster.
@@ -175,7 +176,7 @@ func (m *Membership) pump(in <-chan serf.Event) {
 				continue
 			}
 			for _, sm := range me.Members {
-				m.emit(Event{Type: typ, Member: m.member(sm, nil)})
+				m.emit(Event{Type: typ, Member: m.member(sm)})
 			}
 		}
 	}
@@ -215,8 +216,8 @@ func eventTypeOf(t serf.EventType) EventType {
 	return 0
 }
 
-// member converts a Serf member; suspect lists members memberlist suspects.
-func (m *Membership) member(sm serf.Member, suspect map[string]bool) Member {
+// member converts a Serf member.
+func (m *Membership) member(sm serf.Member) Member {
 	out := Member{
 		ID:     sm.Name,
 		Labels: labelsOf(sm.Tags),
@@ -225,9 +226,6 @@ func (m *Membership) member(sm serf.Member, suspect map[string]bool) Member {
 	switch sm.Status {
 	case serf.StatusAlive:
 		out.State = StateAlive
-		if suspect[sm.Name] {
-			out.State = StateSuspect
-		}
 	case serf.StatusFailed:
 		out.State = StateFailed
 	default: // leaving, left
@@ -258,19 +256,13 @@ func (m *Membership) ID() string { return m.id }
 // Members returns every member this node knows of, itself included, sorted
 // by ID. Failed and left members stay listed until they are reaped.
 func (m *Membership) Members() []Member {
-	suspect := map[string]bool{}
-	for _, n := range m.serf.Memberlist().Members() {
-		if n.State == memberlist.StateSuspect {
-			suspect[n.Name] = true
-		}
-	}
 	sms := m.serf.Members()
 	out := make([]Member, 0, len(sms))
 	for _, sm := range sms {
 		if sm.Status == serf.StatusNone {
 			continue
 		}
-		out = append(out, m.member(sm, suspect))
+		out = append(out, m.member(sm))
 	}
 	slices.SortFunc(out, func(a, b Member) int {
 		switch {
