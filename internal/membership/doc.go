@@ -1,5 +1,5 @@
 // Package membership owns a node's view of the cluster: which nodes exist,
-// whether each is alive, suspect, failed or has left, the labels each one
+// whether each is alive, failed or has left, the labels each one
 // announces (site, zone, tier and its MQTT, admin and peer addresses), and
 // network coordinates. It wraps HashiCorp Serf (gossip over memberlist, SWIM
 // failure detection, Vivaldi coordinates computed from the gossip probes'
