@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,9 +22,7 @@ func node(t *testing.T, nw *memnet.Network, id, host string, labels Labels, prof
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := NewTransport(pc, ln, func(ctx context.Context, to string) (net.Conn, error) {
-		return nw.Dial(ctx, host, to)
-	}, nil)
+	tr, err := NewTransport(pc, ln, nw.DialFrom(host), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,9 +64,7 @@ func (c *cluster) open(id string, voter bool, bootstrap []Server) *Meta {
 	}
 	cfg := Config{
 		NodeID: id, DataDir: c.dirs[id], Addr: addr(id), Listener: ln,
-		Dial: func(ctx context.Context, to string) (net.Conn, error) {
-			return c.nw.Dial(ctx, host(id), to)
-		},
+		Dial:  c.nw.DialFrom(host(id)),
 		Voter: voter, Bootstrap: bootstrap,
 	}
 	if c.tune != nil {
