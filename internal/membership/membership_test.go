@@ -1,0 +1,235 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/memnet"
+)
+
+// node starts a member on host's port 7946 of nw.
+func node(t *testing.T, nw *memnet.Network, id, host string, labels Labels, profile Profile, join ...string) *Membership {
+	t.Helper()
+	addr := host + ":7946"
+	pc, err := nw.ListenPacket(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := nw.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewTransport(pc, ln, nw.DialFrom(host), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := Start(ctx, Config{NodeID: id, Transport: tr, Tags: labels, Join: join, Profile: profile})
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return m
+}
+
+// settle must be called first in a bubble: its cleanup runs last and lets
+// fake time run on, so goroutines that Serf and memberlist leave behind after
+// Shutdown (probe and dial timeouts) end before the bubble does (synctest
+// stops the clock when the test function returns).
+func settle(t *testing.T) {
+	t.Cleanup(func() {
+		time.Sleep(2 * time.Minute) // lint:sleep-ok advances fake time until lingering library timers fire
+	})
+}
+
+// waitFor polls cond in the bubble's fake time and fails after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v", what, within)
+		}
+		time.Sleep(50 * time.Millisecond) // lint:sleep-ok polls in a synctest bubble's fake time
+	}
+}
+
+// nextEvent waits for an event matching pred, discarding others.
+func nextEvent(t *testing.T, m *Membership, within time.Duration, pred func(Event) bool) Event {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		select {
+		case e := <-m.Events():
+			if pred(e) {
+				return e
+			}
+		case <-timer.C:
+			t.Fatalf("%s: no matching event within %v", m.ID(), within)
+		}
+	}
+}
+
+func memberByID(ms []Member, id string) (Member, bool) {
+	for _, m := range ms {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+func labelsFor(i int) Labels {
+	host := fmt.Sprintf("10.0.0.%d", i)
+	tier := TierEdge
+	if i == 1 {
+		tier = TierCore
+	}
+	return Labels{
+		Site: fmt.Sprintf("site-%d", i), Zone: "z1", Tier: tier,
+		MQTTAddr: host + ":1883", AdminAddr: host + ":8088", PeerAddr: host + ":7950",
+	}
+}
+
+func TestJoinUpdateLeaveFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settle(t)
+		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
+		defer nw.Close()
+		ms := make([]*Membership, 4)
+		for i := range ms {
+			var join []string
+			if i > 0 {
+				join = []string{"10.0.0.1:7946"}
+			}
+			ms[i] = node(t, nw, fmt.Sprintf("n%d", i+1), fmt.Sprintf("10.0.0.%d", i+1), labelsFor(i+1), LAN, join...)
+		}
+		start := time.Now()
+		joined := map[string]bool{}
+		for len(joined) < 4 {
+			e := nextEvent(t, ms[0], 10*time.Second, func(e Event) bool { return e.Type == EventJoin })
+			joined[e.Member.ID] = true
+		}
+		t.Logf("n1 saw 4 joins after %v", time.Since(start))
+
+		// Every node sees every other's labels.
+		waitFor(t, 30*time.Second, "all members known everywhere", func() bool {
+			for _, m := range ms {
+				if len(m.Members()) != 4 {
+					return false
+				}
+			}
+			return true
+		})
+		for _, m := range ms {
+			for i := range 4 {
+				got, _ := memberByID(m.Members(), fmt.Sprintf("n%d", i+1))
+				if got.Labels != labelsFor(i+1) || got.State != StateAlive || got.Addr != fmt.Sprintf("10.0.0.%d:7946", i+1) {
+					t.Errorf("%s sees %+v", m.ID(), got)
+				}
+			}
+		}
+
+		// A label change reaches the others as an update.
+		changed := labelsFor(2)
+		changed.Zone = "z9"
+		if err := ms[1].SetLabels(changed); err != nil {
+			t.Fatal(err)
+		}
+		e := nextEvent(t, ms[0], 10*time.Second, func(e Event) bool { return e.Type == EventUpdate && e.Member.ID == "n2" })
+		if e.Member.Labels.Zone != "z9" {
+			t.Errorf("update carries %+v", e.Member.Labels)
+		}
+
+		// A graceful leave.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ms[3].Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = ms[3].Shutdown()
+		nextEvent(t, ms[0], 10*time.Second, func(e Event) bool { return e.Type == EventLeave && e.Member.ID == "n4" })
+		if got, _ := memberByID(ms[0].Members(), "n4"); got.State != StateLeft {
+			t.Errorf("n4 after leave: %s", got.State)
+		}
+
+		// A node cut off from the network is detected as failed.
+		nw.Isolate("10.0.0.3")
+		cut := time.Now()
+		nextEvent(t, ms[0], time.Minute, func(e Event) bool { return e.Type == EventFail && e.Member.ID == "n3" })
+		t.Logf("n3 declared failed %v after isolation", time.Since(cut))
+		waitFor(t, 30*time.Second, "n2 sees n3 failed", func() bool {
+			got, _ := memberByID(ms[1].Members(), "n3")
+			return got.State == StateFailed
+		})
+		_ = ms[2].Shutdown()
+	})
+}
+
+func TestEventOverflowResyncs(t *testing.T) {
+	m := &Membership{events: make(chan Event, 2)}
+	for i := range 4 {
+		m.emit(Event{Type: EventJoin, Member: Member{ID: fmt.Sprint(i)}})
+	}
+	if m.Dropped() != 2 {
+		t.Fatalf("dropped %d, want 2", m.Dropped())
+	}
+	<-m.events
+	<-m.events
+	m.emit(Event{Type: EventFail, Member: Member{ID: "x"}})
+	if e := <-m.events; e.Type != EventResync {
+		t.Fatalf("after overflow got %v, want resync first", e.Type)
+	}
+	if e := <-m.events; e.Type != EventFail || e.Member.ID != "x" {
+		t.Fatalf("then %+v", e)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierCore}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]Config{
+		"space in id": {NodeID: "New York", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierCore}},
+		"no id":       {BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierCore}},
+		"bad tier":    {NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: "middle"}},
+		"host name":   {NodeID: "a", BindAddr: "localhost:7946", Tags: Labels{Tier: TierEdge}},
+		"huge labels": {NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierEdge, Site: string(make([]byte, 600))}},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestRealSockets starts one member on loopback with Serf's own UDP/TCP
+// transport (the production path), outside any bubble.
+func TestRealSockets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	labels := Labels{Site: "s", Zone: "z", Tier: TierCore, PeerAddr: "127.0.0.1:7950"}
+	m, err := Start(ctx, Config{NodeID: "solo", BindAddr: "127.0.0.1:0", Tags: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown()
+	ms := m.Members()
+	if len(ms) != 1 || ms[0].ID != "solo" || ms[0].Labels != labels || ms[0].State != StateAlive {
+		t.Fatalf("members %+v", ms)
+	}
+	if m.Coordinate() == nil {
+		t.Error("no coordinate for self")
+	}
+	if d, ok := m.EstimateRTT("solo", "solo"); !ok || d != 0 {
+		t.Errorf("EstimateRTT(self, self) = %v, %v", d, ok)
+	}
+	if _, ok := m.EstimateRTT("solo", "nobody"); ok {
+		t.Error("EstimateRTT to an unknown member succeeded")
+	}
+}

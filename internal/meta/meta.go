@@ -1,0 +1,446 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+)
+
+// Errors of the metadata group.
+var (
+	// ErrClosed: the Meta was closed.
+	ErrClosed = errors.New("meta: closed")
+	// ErrNotLeader: this node cannot execute the request because it does
+	// not lead (internal; callers of Propose see retries instead).
+	ErrNotLeader = errors.New("meta: not the leader")
+	// ErrUnknownOutcome: the request may or may not have been applied (the
+	// leader lost leadership, the connection broke, or ctx ended after the
+	// request was sent). Read the state to find out.
+	ErrUnknownOutcome = errors.New("meta: outcome unknown")
+)
+
+// Meta is this node's member of the metadata group.
+type Meta struct {
+	// immutable after Open
+	cfg     Config
+	logger  *slog.Logger
+	raft    *raft.Raft
+	log     *wal.WAL
+	layer   *raftLayer
+	machine *machine
+	ctx     context.Context // ends at Close; bounds served requests
+	cancel  context.CancelFunc
+
+	wg sync.WaitGroup // every goroutine Meta starts
+	mu struct {
+		sync.Mutex
+		closed bool
+	}
+}
+
+// Open opens (or creates) the node's group storage in cfg.DataDir, starts
+// Raft and serves cfg.Listener. See Config.Bootstrap for how a new group
+// starts. ctx only bounds Open itself.
+func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for _, c := range slices.Backward(closers) {
+				_ = c()
+			}
+		}
+	}()
+	closers = append(closers, cfg.Listener.Close)
+
+	walDir := filepath.Join(cfg.DataDir, "wal")
+	if err := os.MkdirAll(walDir, 0o750); err != nil {
+		return nil, fmt.Errorf("meta: data dir: %w", err)
+	}
+	log, err := wal.Open(walDir, wal.WithLogger(hclogFor(cfg.Logger, "wal")), wal.WithSegmentSize(8<<20))
+	if err != nil {
+		return nil, fmt.Errorf("meta: open log: %w", err)
+	}
+	closers = append(closers, log.Close)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclogFor(cfg.Logger, "snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("meta: open snapshots: %w", err)
+	}
+
+	layer := newRaftLayer(cfg.Addr, cfg.Dial)
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hclogFor(cfg.Logger, "raft-net"),
+	})
+	closers = append(closers, trans.Close)
+
+	rc := cfg.raftConfig()
+	rc.Logger = hclogFor(cfg.Logger, "raft")
+	if cfg.bootstraps() {
+		has, err := raft.HasExistingState(log, log, snaps)
+		if err != nil {
+			return nil, fmt.Errorf("meta: inspect storage: %w", err)
+		}
+		if !has {
+			var servers []raft.Server
+			for _, s := range cfg.Bootstrap {
+				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.Addr)})
+			}
+			if err := raft.BootstrapCluster(rc, log, log, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+				return nil, fmt.Errorf("meta: bootstrap: %w", err)
+			}
+		}
+	}
+	mach := newMachine()
+	r, err := raft.NewRaft(rc, mach, log, log, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("meta: start raft: %w", err)
+	}
+	m = &Meta{cfg: cfg, logger: logger, raft: r, log: log, layer: layer, machine: mach}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.spawn(m.acceptLoop)
+	return m, nil
+}
+
+// spawn runs fn on a goroutine that Close waits for; false once closed.
+func (m *Meta) spawn(fn func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Close stops serving, shuts Raft down and closes the storage. It waits for
+// every goroutine Meta started.
+func (m *Meta) Close() error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	_ = m.cfg.Listener.Close()
+	rerr := m.raft.Shutdown().Error() // also closes the transport and its connections
+	m.wg.Wait()
+	werr := m.log.Close()
+	if err := errors.Join(rerr, werr); err != nil {
+		return fmt.Errorf("meta: close: %w", err)
+	}
+	return nil
+}
+
+// ID returns this node's id.
+func (m *Meta) ID() string { return m.cfg.NodeID }
+
+// State returns this node's copy of the metadata. It is local and may lag
+// the leader; see Wait.
+func (m *Meta) State() fsm.State { return m.machine.current() }
+
+// Changed returns a channel that is closed when the state next changes.
+func (m *Meta) Changed() <-chan struct{} { return m.machine.changed() }
+
+// Wait blocks until the command at log index (a Result.Index) is applied to
+// this node's copy, or ctx ends.
+func (m *Meta) Wait(ctx context.Context, index uint64) error {
+	for {
+		ch := m.machine.changed()
+		if m.machine.current().Applied() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("meta: wait for index %d: %w", index, ctx.Err())
+		}
+	}
+}
+
+// Leader returns the current leader's id and address as this node knows
+// them; both are empty when no leader is known.
+func (m *Meta) Leader() (id, addr string) {
+	a, i := m.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// IsLeader reports whether this node currently leads the group.
+func (m *Meta) IsLeader() bool { return m.raft.State() == raft.Leader }
+
+// Servers returns the group's members from this node's latest
+// configuration, sorted by id.
+func (m *Meta) Servers(ctx context.Context) ([]Server, error) {
+	f := m.raft.GetConfiguration()
+	if err := m.await(ctx, f); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Voters returns the voting members.
+func (m *Meta) Voters(ctx context.Context) ([]Server, error) {
+	all, err := m.Servers(ctx)
+	return slices.DeleteFunc(all, func(s Server) bool { return !s.Voter }), err
+}
+
+// Propose commits cmd through the leader (forwarding it when this node
+// does not lead) and returns its result. A command rejected by the state
+// machine returns its Result and the *fsm.Error (errors.Is ErrInvalid,
+// ErrConflict or ErrNotFound). An invalid command is rejected here without
+// a round trip. ErrUnknownOutcome means the command may have been applied.
+func (m *Meta) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	b, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	resp, err := m.leaderDo(ctx, request{Op: opPropose, Cmd: b}, false)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	if resp.Result == nil {
+		return fsm.Result{}, fmt.Errorf("meta: propose: leader sent no result")
+	}
+	return *resp.Result, resp.Result.Err()
+}
+
+// AddVoter adds (or promotes) a voting member.
+func (m *Meta) AddVoter(ctx context.Context, id, addr string) error {
+	_, err := m.leaderDo(ctx, request{Op: opAddVoter, ID: id, Addr: addr}, true)
+	return err
+}
+
+// AddNonvoter adds a member that replicates the log without voting.
+func (m *Meta) AddNonvoter(ctx context.Context, id, addr string) error {
+	_, err := m.leaderDo(ctx, request{Op: opAddNonvoter, ID: id, Addr: addr}, true)
+	return err
+}
+
+// RemoveServer removes a member from the group.
+func (m *Meta) RemoveServer(ctx context.Context, id string) error {
+	_, err := m.leaderDo(ctx, request{Op: opRemoveServer, ID: id}, true)
+	return err
+}
+
+// Snapshot makes this node take a snapshot now (Raft also takes them every
+// SnapshotThreshold entries).
+func (m *Meta) Snapshot(ctx context.Context) error {
+	if err := m.await(ctx, m.raft.Snapshot()); err != nil {
+		return fmt.Errorf("meta: snapshot: %w", mapRaftErr(err))
+	}
+	return nil
+}
+
+// Join asks the group, through any of addrs (members' group addresses), to
+// add this node as a voter (Config.Voter) or non-voter. It follows leader
+// hints and retries with backoff until the leader accepted or ctx ends.
+func (m *Meta) Join(ctx context.Context, addrs []string) error {
+	req := request{Op: opAddNonvoter, ID: m.cfg.NodeID, Addr: m.cfg.Addr}
+	if m.cfg.Voter {
+		req.Op = opAddVoter
+	}
+	var last error
+	backoff := 20 * time.Millisecond
+	for {
+		for _, a := range addrs {
+			target := a
+			for hop := 0; hop < 3; hop++ {
+				resp, err := m.forward(ctx, target, req)
+				if err != nil {
+					last = err
+					break
+				}
+				if resp.Code == "" {
+					return nil
+				}
+				last = resp.err()
+				if resp.Code != codeNotLeader || resp.Leader == "" || resp.Leader == target {
+					break
+				}
+				target = resp.Leader
+			}
+		}
+		if err := sleepCtx(ctx, backoff); err != nil {
+			return fmt.Errorf("meta: join via %v: %w (last error: %w)", addrs, err, last)
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// leaderDo executes req on the leader: locally if this node leads, else
+// forwarded. Requests that were not executed (no leader yet, a stale
+// leader, a failed dial) are retried with backoff until ctx ends; so are
+// idempotent requests with an unknown outcome.
+func (m *Meta) leaderDo(ctx context.Context, req request, idempotent bool) (response, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		if m.ctx.Err() != nil {
+			return response{}, ErrClosed
+		}
+		var (
+			resp response
+			err  error
+			sent bool
+		)
+		if m.IsLeader() {
+			resp, sent = m.execute(ctx, req), true
+		} else if _, addr := m.Leader(); addr != "" && addr != m.cfg.Addr {
+			resp, err = m.forward(ctx, addr, req)
+			sent = err == nil
+			if errors.Is(err, ErrUnknownOutcome) && (!idempotent || ctx.Err() != nil) {
+				return response{}, err
+			}
+		}
+		if sent && resp.Code != codeNotLeader && !(idempotent && resp.Code == codeUnknownOutcome) {
+			return resp, resp.err()
+		}
+		if err := sleepCtx(ctx, backoff); err != nil {
+			return response{}, fmt.Errorf("meta: no leader reachable: %w", err)
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+func (r response) err() error {
+	switch r.Code {
+	case "":
+		return nil
+	case codeNotLeader:
+		return fmt.Errorf("%w (leader %q)", ErrNotLeader, r.Leader)
+	case codeUnknownOutcome:
+		return fmt.Errorf("%w: %s", ErrUnknownOutcome, r.Error)
+	}
+	return fmt.Errorf("meta: leader failed the request: %s", r.Error)
+}
+
+// applyLocal applies an encoded command on this node, the leader.
+func (m *Meta) applyLocal(ctx context.Context, cmd []byte) (fsm.Result, error) {
+	timeout, err := timeoutOf(ctx)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	f := m.raft.Apply(cmd, timeout)
+	if err := m.await(ctx, f); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fsm.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		}
+		return fsm.Result{}, mapRaftErr(err)
+	}
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("meta: apply returned %T", f.Response())
+	}
+	return res, nil
+}
+
+// changeLocal changes the group's membership on this node, the leader.
+func (m *Meta) changeLocal(ctx context.Context, op, id, addr string) error {
+	timeout, err := timeoutOf(ctx)
+	if err != nil {
+		return err
+	}
+	var f raft.IndexFuture
+	switch op {
+	case opAddVoter:
+		f = m.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout)
+	case opAddNonvoter:
+		f = m.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout)
+	default:
+		f = m.raft.RemoveServer(raft.ServerID(id), 0, timeout)
+	}
+	if err := m.await(ctx, f); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("meta: %s %s: %w: %w", op, id, ErrUnknownOutcome, err)
+		}
+		return fmt.Errorf("meta: %s %s: %w", op, id, mapRaftErr(err))
+	}
+	return nil
+}
+
+// await waits for a Raft future or ctx. Raft resolves every future, at the
+// latest when it shuts down, so the waiting goroutine always ends.
+func (m *Meta) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	if !m.spawn(func() { done <- f.Error() }) {
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// mapRaftErr classifies Raft's errors into this package's.
+func mapRaftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// timeoutOf converts ctx's deadline into Raft's enqueue timeout (0: none).
+func timeoutOf(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0, nil
+	}
+	return max(time.Until(d), time.Millisecond), nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,197 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Connection kinds: the first byte of every connection to the group.
+const (
+	kindRaft    byte = 'R'
+	kindForward byte = 'F'
+)
+
+// helloTimeout bounds how long an accepted connection may take to send its
+// kind byte.
+const helloTimeout = 10 * time.Second
+
+// raftLayer is the raft.StreamLayer over the group's listener: Accept yields
+// the connections the accept loop classified as Raft's, Dial sends the kind
+// byte first. It tracks its connections so that Close (called when Raft's
+// transport closes) ends them and the goroutines reading them.
+type raftLayer struct {
+	addr     net.Addr
+	dial     DialFunc
+	incoming chan net.Conn // from the accept loop; never closed
+	done     chan struct{}
+	once     sync.Once
+
+	mu struct {
+		sync.Mutex
+		conns map[net.Conn]struct{}
+	}
+}
+
+var _ raft.StreamLayer = (*raftLayer)(nil)
+
+func newRaftLayer(addr string, dial DialFunc) *raftLayer {
+	l := &raftLayer{
+		addr:     stringAddr(addr),
+		dial:     dial,
+		incoming: make(chan net.Conn),
+		done:     make(chan struct{}),
+	}
+	l.mu.conns = map[net.Conn]struct{}{}
+	return l
+}
+
+// offer hands an accepted Raft connection to Accept; false once closed.
+func (l *raftLayer) offer(ctx context.Context, c net.Conn) bool {
+	select {
+	case l.incoming <- c:
+		return true
+	case <-l.done:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// Accept returns the next inbound Raft connection.
+func (l *raftLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.incoming:
+		return l.track(c)
+	case <-l.done:
+		return nil, fmt.Errorf("meta: raft stream layer: %w", net.ErrClosed)
+	}
+}
+
+// Dial opens a Raft connection to address.
+func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	select {
+	case <-l.done:
+		return nil, fmt.Errorf("meta: raft stream layer: %w", net.ErrClosed)
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := l.dial(ctx, string(address))
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte{kindRaft}); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("meta: raft dial %s: %w", address, err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return l.track(c)
+}
+
+func (l *raftLayer) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.conns == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("meta: raft stream layer: %w", net.ErrClosed)
+	}
+	tc := &trackedConn{Conn: c, layer: l}
+	l.mu.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+func (l *raftLayer) forget(c net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.mu.conns, c)
+}
+
+// Close stops Accept and closes every Raft connection.
+func (l *raftLayer) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.mu.Lock()
+		conns := l.mu.conns
+		l.mu.conns = nil
+		l.mu.Unlock()
+		for c := range conns {
+			_ = c.(*trackedConn).Conn.Close()
+		}
+	})
+	return nil
+}
+
+// Addr is the group address of this node.
+func (l *raftLayer) Addr() net.Addr { return l.addr }
+
+type trackedConn struct {
+	net.Conn
+	layer *raftLayer
+}
+
+func (c *trackedConn) Close() error {
+	c.layer.forget(c)
+	return c.Conn.Close()
+}
+
+type stringAddr string
+
+func (a stringAddr) Network() string { return "meta" }
+func (a stringAddr) String() string  { return string(a) }
+
+// acceptLoop classifies inbound connections until the listener closes.
+func (m *Meta) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := m.cfg.Listener.Accept()
+		if err != nil {
+			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			m.logger.Warn("meta: accept", "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if !m.spawn(func() { m.classify(c) }) {
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+// classify reads the kind byte and routes the connection.
+func (m *Meta) classify(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	var kind [1]byte
+	if _, err := io.ReadFull(c, kind[:]); err != nil {
+		_ = c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	switch kind[0] {
+	case kindRaft:
+		if !m.layer.offer(m.ctx, c) {
+			_ = c.Close()
+		}
+	case kindForward:
+		m.serveForward(c)
+	default:
+		m.logger.Warn("meta: unknown connection kind", "kind", kind[0], "remote", c.RemoteAddr())
+		_ = c.Close()
+	}
+}
