@@ -9,19 +9,17 @@ import (
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/session"
-	"github.com/sextantmq/sextant/internal/store"
-)
+	)
 
 // Publish implements session.Hub: route m to every matching session. from
 // may be nil for messages the broker itself publishes. done (nil for QoS 0)
 // receives the acknowledgement's reason code once every write the
 // acknowledgement depends on is durable.
-func (b *Broker) Publish(from *session.Session, m *message.Message, done func(packet.ReasonCode)) {
-	var bt store.Batch
-	ticket := &session.Ticket{}
+func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
+	var ps session.Persist
 	needSync := false
 	if m.Retain {
-		b.retain(m, &bt)
+		b.retain(m, &ps)
 		if m.QoS > 0 && b.store != nil && !isSys(m.Topic) {
 			needSync = true
 		}
@@ -41,7 +39,7 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done func(pa
 		if len(d.IDs) > 0 {
 			dl.IDs = append([]uint32(nil), d.IDs...)
 		}
-		if b.deliver(d.Sub, dl, &bt, ticket) {
+		if b.deliver(d.Sub, dl, &ps) {
 			needSync = true
 		}
 	}
@@ -56,57 +54,72 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done func(pa
 		if member.Opts.ID != 0 {
 			dl.IDs = []uint32{member.Opts.ID}
 		}
-		if b.deliver(member.Sub, dl, &bt, ticket) {
+		if b.deliver(member.Sub, dl, &ps) {
 			needSync = true
 		}
 	}
 	b.matches.Put(ms)
 
-	if bt.Len() > 0 && b.store != nil {
+	if ps.Len() > 0 && b.store != nil {
 		var cb func(error)
 		if needSync && done != nil {
 			cb = func(err error) {
 				if err != nil {
 					b.log.Error("store write failed; publish not acknowledged as durable", "err", err)
-					done(packet.ImplementationSpecificError)
+					done.Ack(packet.ImplementationSpecificError)
 					return
 				}
-				done(code)
+				done.Ack(code)
 			}
 		} else {
-			cb = func(err error) {
-				if err != nil {
-					b.log.Error("store write failed", "err", err)
-				}
-			}
+			cb = b.logStoreError
 		}
-		err := b.store.Commit(context.Background(), &bt, cb)
-		if deferred := ticket.Committed(); deferred != nil {
+		err := b.store.Commit(context.Background(), ps.Batch, cb)
+		if deferred := ps.Ticket.Committed(); deferred != nil {
 			b.commitBehind(deferred)
 		}
 		if err != nil {
 			b.log.Error("store write failed", "err", err)
 			if needSync && done != nil {
-				done(packet.ImplementationSpecificError)
+				done.Ack(packet.ImplementationSpecificError)
 			}
 			return
 		}
 		if needSync && done != nil {
 			return
 		}
-	} else {
-		ticket.Committed()
+	} else if ps.Ticket != nil {
+		ps.Ticket.Committed()
 	}
 	if done != nil {
-		done(code)
+		done.Ack(code)
+	}
+}
+
+func (b *Broker) logStoreError(err error) {
+	if err != nil {
+		b.log.Error("store write failed", "err", err)
+	}
+}
+
+// commitPersist commits what p collected, write-behind, then releases the
+// deletions that waited for it.
+func (b *Broker) commitPersist(p *session.Persist) {
+	if p.Len() > 0 && b.store != nil {
+		b.commitBehind(p.Batch)
+	}
+	if p.Ticket != nil {
+		if deferred := p.Ticket.Committed(); deferred != nil && b.store != nil {
+			b.commitBehind(deferred)
+		}
 	}
 }
 
 // deliver offers dl to s, applying back-pressure when a non-persistent
 // session's queue is full; it reports whether a store write was added.
-func (b *Broker) deliver(s *session.Session, dl session.Delivery, bt *store.Batch, t *session.Ticket) bool {
-	before := bt.Len()
-	out, wait := s.Deliver(dl, bt, t)
+func (b *Broker) deliver(s *session.Session, dl session.Delivery, ps *session.Persist) bool {
+	before := ps.Len()
+	out, wait := s.Deliver(dl, ps)
 	if out == session.Full {
 		timer := b.clock.NewTimer(b.cfg.Limits.SlowConsumer)
 		defer timer.Stop()
@@ -115,12 +128,12 @@ func (b *Broker) deliver(s *session.Session, dl session.Delivery, bt *store.Batc
 			case <-wait:
 			case <-timer.C():
 				b.slowConsumer(s)
-				return bt.Len() > before
+				return ps.Len() > before
 			}
-			out, wait = s.Deliver(dl, bt, t)
+			out, wait = s.Deliver(dl, ps)
 		}
 	}
-	return bt.Len() > before
+	return ps.Len() > before
 }
 
 // slowConsumer disconnects a non-persistent session that could not keep up;
@@ -167,8 +180,7 @@ func (b *Broker) redistributeShared(s *session.Session) {
 	if len(ds) == 0 {
 		return
 	}
-	var bt store.Batch
-	ticket := &session.Ticket{}
+	var ps session.Persist
 	ms := b.matches.Get().(*router.Matches[*session.Session])
 	for _, d := range ds {
 		b.subs.RLock()
@@ -186,7 +198,7 @@ func (b *Broker) redistributeShared(s *session.Session) {
 				if member.Opts.ID != 0 {
 					d.IDs = []uint32{member.Opts.ID}
 				}
-				b.deliver(member.Sub, d, &bt, ticket)
+				b.deliver(member.Sub, d, &ps)
 				delivered = true
 			}
 			break
@@ -196,27 +208,23 @@ func (b *Broker) redistributeShared(s *session.Session) {
 		}
 	}
 	b.matches.Put(ms)
-	if bt.Len() > 0 && b.store != nil {
-		b.commitBehind(&bt)
-	}
-	if deferred := ticket.Committed(); deferred != nil && b.store != nil {
-		b.commitBehind(deferred)
-	}
+	b.commitPersist(&ps)
 }
 
 // retain updates the retained message of m's topic (an empty payload
 // deletes it) and adds the durable write to bt. $SYS topics are rebuilt at
 // start-up and are not persisted.
-func (b *Broker) retain(m *message.Message, bt *store.Batch) {
+func (b *Broker) retain(m *message.Message, ps *session.Persist) {
+	persist := b.store != nil && !isSys(m.Topic)
 	if len(m.Payload) == 0 {
 		b.retained.Delete(m.Topic)
-		if b.store != nil && !isSys(m.Topic) {
-			bt.DeleteRetained(m.Topic)
+		if persist {
+			ps.Add().DeleteRetained(m.Topic)
 		}
 	} else {
 		b.retained.Set(m)
-		if b.store != nil && !isSys(m.Topic) {
-			bt.PutRetained(m)
+		if persist {
+			ps.Add().PutRetained(m)
 		}
 	}
 	b.metrics.RetainedMessages.Set(float64(b.retained.Len()))

@@ -4,7 +4,6 @@ import (
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/session"
-	"github.com/sextantmq/sextant/internal/store"
 	"github.com/sextantmq/sextant/internal/topic"
 )
 
@@ -52,8 +51,7 @@ func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done f
 // sendRetained queues the retained messages matching new subscriptions,
 // following each subscription's Retain Handling.
 func (b *Broker) sendRetained(s *session.Session, reqs []session.SubRequest, codes []packet.ReasonCode, existed []bool) {
-	var bt store.Batch
-	ticket := &session.Ticket{}
+	var ps session.Persist
 	now := b.clock.Now()
 	for i, r := range reqs {
 		if codes[i].IsError() {
@@ -80,22 +78,17 @@ func (b *Broker) sendRetained(s *session.Session, reqs []session.SubRequest, cod
 			if r.Opts.ID != 0 {
 				dl.IDs = []uint32{r.Opts.ID}
 			}
-			out, _ := s.Deliver(dl, &bt, ticket)
+			out, _ := s.Deliver(dl, &ps)
 			return out != session.Full && out != session.Gone
 		})
 		for _, t := range expired {
 			b.retained.Delete(t)
 			if b.store != nil {
-				bt.DeleteRetained(t)
+				ps.Add().DeleteRetained(t)
 			}
 		}
 	}
-	if bt.Len() > 0 && b.store != nil {
-		b.commitBehind(&bt)
-	}
-	if deferred := ticket.Committed(); deferred != nil && b.store != nil {
-		b.commitBehind(deferred)
-	}
+	b.commitPersist(&ps)
 }
 
 // Unsubscribe implements session.Hub.

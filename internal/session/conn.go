@@ -40,8 +40,6 @@ type Conn struct {
 	// Writer-owned (one writer runs at a time).
 	aliasOut  map[string]uint16
 	nextAlias uint16
-	items     []outItem
-	pub       packet.Publish
 
 	// Guarded by s.mu (the session's lock) once bound.
 	w struct {
@@ -63,14 +61,21 @@ type Conn struct {
 	closeOnce sync.Once
 }
 
+// respSlot is one response in the ordered FIFO: a control packet, or an
+// acknowledgement described by its fields (encoded at write time, so a
+// pending acknowledgement costs a few bytes, not a packet value).
 type respSlot struct {
-	p       packet.Packet
-	ack     packet.Ack
+	p       packet.Packet // nil for an acknowledgement
+	ack     ackFields
 	ready   bool
 	pending int  // completions still awaited before ready
 	qos2    bool // a PUBREC: its flow ends on write only if it refuses
 	dec     bool // writing it ends an inbound QoS 1/2 flow
+	c       *Conn
 }
+
+// Ack implements Acker for the PUBACK/PUBREC a publish waits on.
+func (sl *respSlot) Ack(code packet.ReasonCode) { sl.c.completeAck(sl, code) }
 
 // Serve runs one client connection to its end: the CONNECT handshake, then
 // the read loop. It closes nc before returning. A panic in the connection's
@@ -248,6 +253,13 @@ func (c *Conn) handshake(cp *packet.Connect) bool {
 	c.kickWriterLocked()
 	s.mu.Unlock()
 	return true
+}
+
+// ackFields describe a PUBACK/PUBREC/PUBREL/PUBCOMP to send.
+type ackFields struct {
+	Kind       packet.Type
+	PacketID   uint16
+	ReasonCode packet.ReasonCode
 }
 
 func newClientID() string {

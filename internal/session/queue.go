@@ -1,6 +1,10 @@
 package session
 
-import "github.com/sextantmq/sextant/internal/message"
+import (
+	"sync"
+
+	"github.com/sextantmq/sextant/internal/message"
+)
 
 // Delivery is one message on its way to this session's client.
 type Delivery struct {
@@ -25,12 +29,31 @@ const (
 	stateWaitRel byte = 2 // PUBREL sent, waiting for PUBCOMP
 )
 
-// ring is a FIFO of deliveries that grows by doubling and never shrinks
-// below its initial capacity; the caller bounds its length.
+// ring is a FIFO of deliveries that grows by doubling; the caller bounds its
+// length. Buffers above smallRing entries come from, and go back to, a
+// per-size pool when the ring empties, so a burst does not leave an idle
+// session holding a large buffer and steady traffic does not reallocate.
 type ring struct {
 	buf  []Delivery
 	head int
 	n    int
+}
+
+const (
+	smallRing    = 64
+	ringClasses  = 11 // pooled capacities smallRing<<1 .. smallRing<<ringClasses
+	maxPooledCap = smallRing << ringClasses
+)
+
+var ringPools [ringClasses + 1]sync.Pool
+
+func ringClass(c int) int {
+	k := 0
+	for c > smallRing {
+		c >>= 1
+		k++
+	}
+	return k
 }
 
 func (r *ring) Len() int { return r.n }
@@ -40,11 +63,31 @@ func (r *ring) grow() {
 	if c == 0 {
 		c = 4
 	}
-	nb := make([]Delivery, c)
-	for i := 0; i < r.n; i++ {
-		nb[i] = r.buf[(r.head+i)%len(r.buf)]
+	var nb []Delivery
+	if c > smallRing && c <= maxPooledCap {
+		if p, ok := ringPools[ringClass(c)].Get().(*[]Delivery); ok {
+			nb = *p
+		}
 	}
+	if nb == nil {
+		nb = make([]Delivery, c)
+	}
+	for i := 0; i < r.n; i++ {
+		j := (r.head + i) % len(r.buf)
+		nb[i] = r.buf[j]
+		r.buf[j] = Delivery{}
+	}
+	r.release()
 	r.buf, r.head = nb, 0
+}
+
+// release returns a large, already cleared buffer to its pool.
+func (r *ring) release() {
+	if c := len(r.buf); c > smallRing && c <= maxPooledCap {
+		b := r.buf
+		ringPools[ringClass(c)].Put(&b)
+	}
+	r.buf = nil
 }
 
 func (r *ring) PushBack(d Delivery) {
@@ -65,8 +108,8 @@ func (r *ring) PopFront() Delivery {
 	r.n--
 	if r.n == 0 {
 		r.head = 0
-		if len(r.buf) > 64 {
-			r.buf = nil // give back the memory a burst took
+		if len(r.buf) > smallRing {
+			r.release() // give back the memory a burst took
 		}
 	}
 	return d

@@ -249,7 +249,7 @@ func (c *Conn) respond(p packet.Packet, dec bool) {
 
 // reserve queues a response that becomes ready after pending completions.
 func (c *Conn) reserve(p packet.Packet, pending int) *respSlot {
-	sl := &respSlot{p: p, pending: pending}
+	sl := &respSlot{p: p, pending: pending, c: c}
 	c.s.mu.Lock()
 	c.w.resp = append(c.w.resp, sl)
 	c.s.mu.Unlock()
@@ -340,9 +340,8 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 	case 1:
 		sl := c.reserve(nil, 1)
 		sl.dec = true
-		sl.ack = packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID}
-		sl.p = &sl.ack
-		c.env.Hub.Publish(s, m, func(code packet.ReasonCode) { c.completeAck(sl, code) })
+		sl.ack = ackFields{Kind: packet.PUBACK, PacketID: p.PacketID}
+		c.env.Hub.Publish(s, m, sl)
 	case 2:
 		pending := 1
 		var b *store.Batch
@@ -359,8 +358,7 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 		s.mu.Unlock()
 		sl := c.reserve(nil, pending)
 		sl.qos2 = true
-		sl.ack = packet.Ack{Kind: packet.PUBREC, PacketID: p.PacketID}
-		sl.p = &sl.ack
+		sl.ack = ackFields{Kind: packet.PUBREC, PacketID: p.PacketID}
 		if b != nil {
 			if err := c.env.Store.Commit(context.Background(), b, func(err error) {
 				if err != nil {
@@ -372,7 +370,7 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 				c.completeAck(sl, packet.ImplementationSpecificError)
 			}
 		}
-		c.env.Hub.Publish(s, m, func(code packet.ReasonCode) { c.completeAck(sl, code) })
+		c.env.Hub.Publish(s, m, sl)
 	}
 	return nil
 }

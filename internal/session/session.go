@@ -66,9 +66,9 @@ type Hub interface {
 	// session or taking it over from another connection. On failure s is nil
 	// and code is the CONNACK reason code.
 	Attach(c *Conn, p *packet.Connect) (s *Session, present bool, code packet.ReasonCode, reason string)
-	// Publish routes m. done (nil for QoS 0) is called exactly once with the
+	// Publish routes m. ack (nil for QoS 0) is called exactly once with the
 	// reason code for the acknowledgement, possibly from another goroutine.
-	Publish(from *Session, m *message.Message, done func(packet.ReasonCode))
+	Publish(from *Session, m *message.Message, ack Acker)
 	// Subscribe adds subscriptions and queues matching retained messages;
 	// done receives one reason code per request.
 	Subscribe(s *Session, reqs []SubRequest, done func([]packet.ReasonCode))
@@ -78,6 +78,45 @@ type Hub interface {
 	// reports whether the will must be published (abnormal end, or
 	// DISCONNECT 0x04).
 	Detach(s *Session, c *Conn, publishWill bool)
+}
+
+// Acker receives the outcome of a publish: the reason code its
+// acknowledgement carries. An interface rather than a closure so the hot
+// path does not allocate one per message.
+type Acker interface {
+	Ack(code packet.ReasonCode)
+}
+
+// AckFunc adapts a function to Acker.
+type AckFunc func(packet.ReasonCode)
+
+func (f AckFunc) Ack(code packet.ReasonCode) { f(code) }
+
+// Persist collects the store writes of one publish: a batch and the ticket
+// that orders later deletions behind it. Both are allocated on first use,
+// so a publish that persists nothing allocates neither.
+type Persist struct {
+	Batch  *store.Batch
+	Ticket *Ticket
+}
+
+// Add returns the batch to add operations to.
+func (p *Persist) Add() *store.Batch { return p.batch() }
+
+func (p *Persist) batch() *store.Batch {
+	if p.Batch == nil {
+		p.Batch = &store.Batch{}
+		p.Ticket = &Ticket{}
+	}
+	return p.Batch
+}
+
+// Len is the number of store operations collected.
+func (p *Persist) Len() int {
+	if p.Batch == nil {
+		return 0
+	}
+	return p.Batch.Len()
 }
 
 // Session is one client's MQTT session. See the package doc.
@@ -336,9 +375,9 @@ func (t *Ticket) deferDelete(clientID string, seq uint64) bool {
 }
 
 // Deliver offers d to the session. Persistent sessions add the QoS 1/2
-// message to b (to be committed by the caller under ticket t). See
+// message to p (committed by the caller, then p.Ticket.Committed). See
 // docs/design/broker.md for the queue policy.
-func (s *Session) Deliver(d Delivery, b *store.Batch, t *Ticket) (Outcome, <-chan struct{}) {
+func (s *Session) Deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 	lim := &s.env.Limits
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -367,7 +406,8 @@ func (s *Session) Deliver(d Delivery, b *store.Batch, t *Ticket) (Outcome, <-cha
 		}
 		s.mu.seq++
 		d.seq = s.mu.seq
-		d.ticket = t
+		b := p.batch()
+		d.ticket = p.Ticket
 		b.PutMessage(s.ID, d.record())
 		if full {
 			if s.mu.spilled == 0 {

@@ -15,17 +15,24 @@ const (
 	maxBatchBytes = 64 << 10
 )
 
-// outItem is one packet the writer will send.
+// outItem is one packet the writer will send: a control packet, an
+// acknowledgement, or a delivery.
 type outItem struct {
-	p      packet.Packet // a control packet, or nil for a delivery
-	d      Delivery
-	dup    bool
-	isPub  bool
-	final  bool
-	connak bool
+	p     packet.Packet
+	ack   ackFields
+	d     Delivery
+	dup   bool
+	isPub bool
+	isAck bool
+	final bool
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// The writer's buffers are borrowed for one run of writeLoop, so an idle
+// connection holds none.
+var (
+	bufPool   = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+	itemsPool = sync.Pool{New: func() any { s := make([]outItem, 0, 64); return &s }}
+)
 
 // kickWriterLocked starts the writer if there may be something to send.
 // Called with the session's lock held.
@@ -42,11 +49,16 @@ func (c *Conn) writeLoop() {
 	s := c.s
 	bp := bufPool.Get().(*[]byte)
 	buf := (*bp)[:0]
+	ip := itemsPool.Get().(*[]outItem)
+	items := (*ip)[:0]
 	defer func() {
 		if cap(buf) <= maxBatchBytes*2 {
 			*bp = buf[:0]
 			bufPool.Put(bp)
 		}
+		clear(items[:cap(items)])
+		*ip = items[:0]
+		itemsPool.Put(ip)
 	}()
 	var ops store.Batch
 	for {
@@ -57,7 +69,8 @@ func (c *Conn) writeLoop() {
 			s.mu.Unlock()
 			return
 		}
-		items, reload := c.collectLocked(now, &ops)
+		var reload bool
+		items, reload = c.collectLocked(items[:0], now, &ops)
 		if len(items) == 0 {
 			c.stopWritingLocked()
 			s.mu.Unlock()
@@ -94,12 +107,11 @@ func (c *Conn) stopWritingLocked() {
 	}
 }
 
-// collectLocked moves what may be sent now into c.items.
-func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, reload bool) {
+// collectLocked appends what may be sent now to items.
+func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) ([]outItem, bool) {
 	s, lim := c.s, &c.env.Limits
-	items = c.items[:0]
 	if c.w.connack != nil {
-		items = append(items, outItem{p: c.w.connack, connak: true})
+		items = append(items, outItem{p: c.w.connack})
 		c.w.connack = nil
 	}
 	if c.w.closing {
@@ -109,7 +121,6 @@ func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, 
 				items = append(items, outItem{p: c.w.final, final: true})
 			}
 		}
-		c.items = items
 		return items, false
 	}
 
@@ -120,7 +131,11 @@ func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, 
 		if sl.dec || (sl.qos2 && sl.ack.ReasonCode.IsError()) {
 			c.w.inflightIn--
 		}
-		items = append(items, outItem{p: sl.p})
+		if sl.p != nil {
+			items = append(items, outItem{p: sl.p})
+		} else {
+			items = append(items, outItem{ack: sl.ack, isAck: true})
+		}
 		n++
 	}
 	if n > 0 {
@@ -139,7 +154,8 @@ func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, 
 		s.mu.inflight.Each(func(d *Delivery) {
 			items = append(items, outItem{d: *d, isPub: d.state == stateWaitAck, dup: d.sentOnce})
 			if d.state == stateWaitRel {
-				items[len(items)-1].p = &packet.Ack{Kind: packet.PUBREL, PacketID: d.pid}
+				items[len(items)-1].isAck = true
+				items[len(items)-1].ack = ackFields{Kind: packet.PUBREL, PacketID: d.pid}
 			}
 		})
 	}
@@ -175,8 +191,7 @@ func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, 
 	if s.mu.queue.Len() < lim.MaxQueued {
 		s.wakeSpaceLocked()
 	}
-	reload = s.mu.spilled > 0 && !s.mu.reloading && s.mu.queue.Len() < lim.MaxQueued/2+1
-	c.items = items
+	reload := s.mu.spilled > 0 && !s.mu.reloading && s.mu.queue.Len() < lim.MaxQueued/2+1
 	return items, reload
 }
 
@@ -208,6 +223,7 @@ func (c *Conn) flushOps(ops *store.Batch) {
 // connection failed.
 func (c *Conn) send(buf []byte, items []outItem, now time.Time) ([]byte, bool) {
 	var tooLarge []uint16
+	var ack packet.Ack
 	buf = buf[:0]
 	packets := 0
 	final := false
@@ -230,6 +246,14 @@ func (c *Conn) send(buf []byte, items []outItem, now time.Time) ([]byte, bool) {
 				continue
 			}
 			c.env.Metrics.MessagesOut[it.d.QoS].Inc()
+		case it.isAck:
+			ack = packet.Ack{Kind: it.ack.Kind, PacketID: it.ack.PacketID, ReasonCode: it.ack.ReasonCode}
+			buf, err = ack.Append(buf, c.version)
+			if err != nil {
+				c.log.Error("cannot encode acknowledgement", "err", err)
+				buf = buf[:start]
+				continue
+			}
 		default:
 			buf, err = it.p.Append(buf, c.version)
 			if err != nil {
@@ -291,8 +315,7 @@ func (c *Conn) write(b []byte, packets int) bool {
 // nothing) when the packet exceeds the client's Maximum Packet Size.
 func (c *Conn) appendPublish(buf []byte, d *Delivery, dup bool, now time.Time) ([]byte, bool) {
 	m := d.Msg
-	pub := &c.pub
-	*pub = packet.Publish{Topic: m.Topic, QoS: d.QoS, Retain: d.Retain, Dup: dup && d.QoS > 0, PacketID: d.pid, Payload: m.Payload}
+	pub := &packet.Publish{Topic: m.Topic, QoS: d.QoS, Retain: d.Retain, Dup: dup && d.QoS > 0, PacketID: d.pid, Payload: m.Payload}
 	newAlias := uint16(0)
 	if c.version == packet.V5 {
 		pr := &pub.Props
