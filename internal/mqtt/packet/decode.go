@@ -10,6 +10,9 @@ import "io"
 // The packet is freshly allocated, but its byte slices (Payload, Password,
 // CorrelationData, ...) alias b.
 func Decode(b []byte, v Version) (Packet, int, error) {
+	if len(b) > 0 && v == 0 && Type(b[0]>>4) != CONNECT {
+		return nil, 0, protocolErr(Type(b[0]>>4).String() + " before CONNECT")
+	}
 	h, err := parseHeader(b)
 	if err != nil {
 		return nil, 0, err

@@ -74,8 +74,11 @@ func describe(b *strings.Builder, p Packet) {
 	case nil:
 		b.WriteString("<nil>")
 	case *Connect:
-		b.WriteString("CONNECT v")
-		b.WriteString(p.Version.String())
+		b.WriteString("CONNECT")
+		if p.Version != 0 {
+			b.WriteString(" v")
+			b.WriteString(p.Version.String())
+		}
 		b.WriteString(" client=")
 		b.WriteString(strconv.Quote(p.ClientID))
 		if p.CleanStart {
