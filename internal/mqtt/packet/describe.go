@@ -2,6 +2,7 @@ package packet
 
 import (
 	"math/bits"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -70,9 +71,11 @@ func Describe(p Packet) string {
 }
 
 func describe(b *strings.Builder, p Packet) {
-	switch p := p.(type) {
-	case nil:
+	if p == nil || reflect.ValueOf(p).IsNil() {
 		b.WriteString("<nil>")
+		return
+	}
+	switch p := p.(type) {
 	case *Connect:
 		b.WriteString("CONNECT")
 		if p.Version != 0 {
