@@ -10,6 +10,9 @@ import "io"
 // The packet is freshly allocated, but its byte slices (Payload, Password,
 // CorrelationData, ...) alias b.
 func Decode(b []byte, v Version) (Packet, int, error) {
+	if len(b) > 0 && v == 0 && Type(b[0]>>4) != CONNECT {
+		return nil, 0, protocolErr(Type(b[0]>>4).String() + " before CONNECT")
+	}
 	h, err := parseHeader(b)
 	if err != nil {
 		return nil, 0, err
@@ -280,11 +283,14 @@ func (d *decoder) connect(c *cursor) (Packet, error) {
 				return nil, err
 			}
 		}
-		topic, err := c.utf8("CONNECT: will topic")
+		topic, err := c.binary("CONNECT: will topic")
 		if err != nil {
 			return nil, err
 		}
-		if err := checkTopicName(topic, "CONNECT: will topic"); err != nil {
+		if len(topic) == 0 {
+			return nil, protocolErr("CONNECT: will topic: empty topic name")
+		}
+		if err := checkTopic(topic, "CONNECT: will topic"); err != nil {
 			return nil, err
 		}
 		p.WillTopic = string(topic)
@@ -303,19 +309,6 @@ func (d *decoder) connect(c *cursor) (Packet, error) {
 		}
 	}
 	return p, end(c, "CONNECT")
-}
-
-// checkTopicName applies the rules every topic name must meet that the codec
-// owns: no wildcards [MQTT-3.3.2-2], and not empty [MQTT-4.7.3-1]. (An empty
-// PUBLISH topic with a Topic Alias is handled by publish.)
-func checkTopicName(b []byte, what string) error {
-	if len(b) == 0 {
-		return protocolErr(what + ": empty topic name")
-	}
-	if hasWildcard(b) {
-		return protocolErr(what + ": wildcard in topic name")
-	}
-	return nil
 }
 
 func (d *decoder) connack(c *cursor, v5 bool) (Packet, error) {
@@ -363,12 +356,12 @@ func (d *decoder) publish(c *cursor, flags byte, v5 bool) (Packet, error) {
 	if dup && qos == 0 {
 		return nil, malformed("PUBLISH: DUP set on QoS 0")
 	}
-	topic, err := c.utf8("PUBLISH: topic")
+	topic, err := c.binary("PUBLISH: topic")
 	if err != nil {
 		return nil, err
 	}
-	if hasWildcard(topic) {
-		return nil, protocolErr("PUBLISH: wildcard in topic name")
+	if err := checkTopic(topic, "PUBLISH: topic"); err != nil {
+		return nil, err
 	}
 	p := d.newPublish()
 	p.Dup, p.QoS, p.Retain = dup, qos, flags&1 != 0
@@ -402,12 +395,15 @@ func (d *decoder) publish(c *cursor, flags byte, v5 bool) (Packet, error) {
 }
 
 // packetID reads a packet identifier that must not be zero (MQTT 5 §2.2.1).
-func packetID(c *cursor, what string) (uint16, error) {
-	id, err := c.u16(what + ": packet identifier")
-	if err == nil && id == 0 {
-		err = protocolErr(what + ": packet identifier 0")
+func packetID(c *cursor, t Type) (uint16, error) {
+	if c.left() < 2 {
+		return 0, overrun(t.String() + ": packet identifier")
 	}
-	return id, err
+	id, _ := c.u16("")
+	if id == 0 {
+		return 0, protocolErr(t.String() + ": packet identifier 0")
+	}
+	return id, nil
 }
 
 // reasonAndProps reads the optional reason code and properties that close
@@ -431,7 +427,7 @@ func (d *decoder) reasonAndProps(c *cursor, t Type, rc *ReasonCode, props *Prope
 }
 
 func (d *decoder) ack(c *cursor, t Type, v5 bool) (Packet, error) {
-	id, err := packetID(c, t.String())
+	id, err := packetID(c, t)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +440,7 @@ func (d *decoder) ack(c *cursor, t Type, v5 bool) (Packet, error) {
 }
 
 func (d *decoder) subscribe(c *cursor, v5 bool) (Packet, error) {
-	id, err := packetID(c, "SUBSCRIBE")
+	id, err := packetID(c, SUBSCRIBE)
 	if err != nil {
 		return nil, err
 	}
@@ -490,7 +486,7 @@ func (d *decoder) subscribe(c *cursor, v5 bool) (Packet, error) {
 }
 
 func (d *decoder) suback(c *cursor, v5 bool) (Packet, error) {
-	id, err := packetID(c, "SUBACK")
+	id, err := packetID(c, SUBACK)
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +521,7 @@ func (d *decoder) suback(c *cursor, v5 bool) (Packet, error) {
 }
 
 func (d *decoder) unsubscribe(c *cursor, v5 bool) (Packet, error) {
-	id, err := packetID(c, "UNSUBSCRIBE")
+	id, err := packetID(c, UNSUBSCRIBE)
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +548,7 @@ func (d *decoder) unsubscribe(c *cursor, v5 bool) (Packet, error) {
 }
 
 func (d *decoder) unsuback(c *cursor, v5 bool) (Packet, error) {
-	id, err := packetID(c, "UNSUBACK")
+	id, err := packetID(c, UNSUBACK)
 	if err != nil {
 		return nil, err
 	}

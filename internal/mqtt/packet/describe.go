@@ -2,6 +2,7 @@ package packet
 
 import (
 	"math/bits"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -70,12 +71,17 @@ func Describe(p Packet) string {
 }
 
 func describe(b *strings.Builder, p Packet) {
-	switch p := p.(type) {
-	case nil:
+	if p == nil || reflect.ValueOf(p).IsNil() {
 		b.WriteString("<nil>")
+		return
+	}
+	switch p := p.(type) {
 	case *Connect:
-		b.WriteString("CONNECT v")
-		b.WriteString(p.Version.String())
+		b.WriteString("CONNECT")
+		if p.Version != 0 {
+			b.WriteString(" v")
+			b.WriteString(p.Version.String())
+		}
 		b.WriteString(" client=")
 		b.WriteString(strconv.Quote(p.ClientID))
 		if p.CleanStart {

@@ -249,8 +249,10 @@ func (p *Publish) Append(dst []byte, v Version) ([]byte, error) {
 }
 
 // reasonTail sizes the optional reason code and properties that end the
-// MQTT 5 acks, DISCONNECT and AUTH. It returns the bytes they take, whether
-// the reason code is written, and the property size (-1: no property length).
+// MQTT 5 acks, DISCONNECT and AUTH. It returns the bytes they take (0: none,
+// the code is Success with no properties) and the property size (-1: the
+// property length is left out). AUTH always writes the property length
+// after a reason code; the others may stop after the code.
 func reasonTail(t Type, rc ReasonCode, props *Properties, alwaysPropLen bool) (n int, psize int, err error) {
 	if err := checkReason(t, rc); err != nil {
 		return 0, 0, err

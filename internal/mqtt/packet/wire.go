@@ -192,12 +192,49 @@ func appendBinary(dst []byte, b []byte) []byte {
 // checkUTF8 enforces the rules for UTF-8 Encoded Strings (MQTT 5 §1.5.4,
 // 3.1.1 §1.5.3): well-formed UTF-8, no surrogate code points (Go's decoder
 // rejects their encodings), and no U+0000. Violations are malformed packets.
+// Strings are mostly short and ASCII, so one byte loop handles that case.
 func checkUTF8(b []byte, what string) error {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == 0 {
+			return malformed(what + ": string contains U+0000")
+		}
+		if c >= utf8.RuneSelf {
+			return checkUTF8Slow(b[i:], what)
+		}
+	}
+	return nil
+}
+
+func checkUTF8Slow(b []byte, what string) error {
 	if bytes.IndexByte(b, 0) >= 0 {
 		return malformed(what + ": string contains U+0000")
 	}
 	if !utf8.Valid(b) {
 		return malformed(what + ": string is not well-formed UTF-8")
+	}
+	return nil
+}
+
+// checkTopic checks a topic name: a valid UTF-8 Encoded String without
+// wildcard characters [MQTT-3.3.2-2], in one pass for the ASCII case.
+func checkTopic(b []byte, what string) error {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '+' || c == '#':
+			if err := checkUTF8(b, what); err != nil {
+				return err
+			}
+			return protocolErr(what + ": wildcard in topic name")
+		case c == 0 || c >= utf8.RuneSelf:
+			if err := checkUTF8(b[i:], what); err != nil {
+				return err
+			}
+			if hasWildcard(b[i:]) {
+				return protocolErr(what + ": wildcard in topic name")
+			}
+			return nil
+		}
 	}
 	return nil
 }
