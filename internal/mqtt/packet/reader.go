@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 )
 
 // Buffer sizes of a Reader.
@@ -18,7 +19,13 @@ const (
 	minGrow = 4096
 	// maxEmptyReads bounds consecutive (0, nil) reads before giving up.
 	maxEmptyReads = 100
+	// burstBuffer is the pooled buffer a busy connection reads into: when a
+	// read fills the small buffer, more bytes are waiting, and reading them
+	// in few large reads saves system calls.
+	burstBuffer = 32 << 10
 )
+
+var burstPool = sync.Pool{New: func() any { b := make([]byte, burstBuffer); return &b }}
 
 // Reader decodes a stream of packets from an io.Reader. It buffers on its
 // own (do not wrap the source in a bufio.Reader): one buffer that starts at
@@ -39,9 +46,11 @@ type Reader struct {
 	buf   []byte // buf[r:w] is read but not yet decoded
 	small []byte // the initial buffer, returned to after a large packet
 	r, w  int
-	big   bool  // the last packet was over shrinkAfter
-	err   error // sticky codec error, or io.EOF
-	rerr  error // error returned by src together with data, reported after it
+	big   bool    // the last packet was over shrinkAfter
+	burst *[]byte // the pooled buffer buf is, while the connection is busy
+	short bool    // the last read returned less than a quarter of the buffer
+	err   error   // sticky codec error, or io.EOF
+	rerr  error   // error returned by src together with data, reported after it
 
 	d decoder
 }
@@ -95,6 +104,11 @@ func (r *Reader) Next() (Packet, error) {
 }
 
 func (r *Reader) next() (Packet, error) {
+	if r.burst != nil && r.r == r.w && r.short {
+		// Quiet again: give the burst buffer back.
+		burstPool.Put(r.burst)
+		r.burst, r.buf, r.r, r.w = nil, r.small, 0, 0
+	}
 	if r.big {
 		// The previous packet is dead: go back to the small buffer if what
 		// is left fits.
@@ -116,7 +130,7 @@ func (r *Reader) next() (Packet, error) {
 		if err != io.ErrUnexpectedEOF {
 			return nil, err
 		}
-		if err := r.fill(); err != nil {
+		if err := r.fill(true); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +143,9 @@ func (r *Reader) next() (Packet, error) {
 		if r.w-r.r == len(r.buf) {
 			r.grow(total)
 		}
-		if err := r.fill(); err != nil {
+		// A large announced packet grows the buffer only as its bytes
+		// arrive (grow); the burst buffer is for streams of small ones.
+		if err := r.fill(total <= burstBuffer); err != nil {
 			return nil, err
 		}
 	}
@@ -160,12 +176,17 @@ func (r *Reader) grow(total int) {
 	size := min(max(2*len(r.buf), minGrow), total)
 	nb := make([]byte, size)
 	n := copy(nb, r.buf[r.r:r.w])
+	if r.burst != nil {
+		burstPool.Put(r.burst)
+		r.burst = nil
+	}
 	r.buf, r.r, r.w = nb, 0, n
 }
 
 // fill reads once from the source into the free end of the buffer, first
-// moving unread bytes to the front.
-func (r *Reader) fill() error {
+// moving unread bytes to the front. A read that fills a small buffer moves
+// the Reader to a pooled burst buffer when allowBurst is set.
+func (r *Reader) fill(allowBurst bool) error {
 	if r.r > 0 {
 		n := copy(r.buf, r.buf[r.r:r.w])
 		r.r, r.w = 0, n
@@ -183,6 +204,12 @@ func (r *Reader) fill() error {
 		r.w += n
 		if n > 0 {
 			r.rerr = err
+			r.short = n < len(r.buf)/4
+			if allowBurst && r.w == len(r.buf) && len(r.buf) < burstBuffer && !r.big && r.smallNext() {
+				bp := burstPool.Get().(*[]byte)
+				m := copy(*bp, r.buf[r.r:r.w])
+				r.buf, r.r, r.w, r.burst, r.short = *bp, 0, m, bp, false
+			}
 			return nil
 		}
 		if err != nil {
@@ -190,6 +217,14 @@ func (r *Reader) fill() error {
 		}
 	}
 	return io.ErrNoProgress
+}
+
+// smallNext reports whether the next buffered packet announces a size that
+// fits the burst buffer: a peer announcing one huge packet gets a buffer that
+// grows only as its bytes arrive.
+func (r *Reader) smallNext() bool {
+	h, err := parseHeader(r.buf[r.r:r.w])
+	return err == nil && h.n+h.rl <= burstBuffer
 }
 
 // eof turns io.EOF inside a packet into io.ErrUnexpectedEOF.
