@@ -298,8 +298,14 @@ func ackKindFor(c *Conn, pid uint16) packet.Type {
 	return packet.PUBACK
 }
 
+// write writes b with a write deadline. The deadline moves at most every
+// quarter of the write timeout (a timer update per write is measurable), so
+// a write may get between 3/4 and all of the timeout.
 func (c *Conn) write(b []byte, packets int) bool {
-	_ = c.nc.SetWriteDeadline(c.env.Clock.Now().Add(c.env.Limits.WriteTimeout))
+	if now, wt := c.env.Clock.Now(), c.env.Limits.WriteTimeout; now.Sub(c.writeDeadline) >= wt/4 {
+		_ = c.nc.SetWriteDeadline(now.Add(wt))
+		c.writeDeadline = now
+	}
 	n, err := c.nc.Write(b)
 	c.env.Metrics.BytesOut.Add(float64(n))
 	c.env.Metrics.PacketsOut.Add(float64(packets))
