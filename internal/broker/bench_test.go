@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 
@@ -75,14 +76,17 @@ func (rc *rawClient) expect(tb testing.TB, t packet.Type) packet.Packet {
 func BenchmarkPublishDeliver(b *testing.B) {
 	for _, qos := range []byte{0, 1} {
 		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
-			cfg := brokertest.Config(b)
-			cfg.MaxInflight = 1024
-			n := brokertest.Start(b, cfg)
-			sub := dialRaw(b, n.MQTT(), "sub")
+			addr := os.Getenv("SEXTANT_BENCH_BROKER") // an external broker to measure instead
+			if addr == "" {
+				cfg := brokertest.Config(b)
+				cfg.MaxInflight = 1024
+				addr = brokertest.Start(b, cfg).MQTT()
+			}
+			sub := dialRaw(b, addr, "sub")
 			sub.send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "bench/t", QoS: qos}, {Filter: "bench/end", QoS: 1}}})
 			sub.flush(b)
 			sub.expect(b, packet.SUBACK)
-			pub := dialRaw(b, n.MQTT(), "pub")
+			pub := dialRaw(b, addr, "pub")
 			payload := make([]byte, 64)
 
 			var wg sync.WaitGroup

@@ -23,7 +23,6 @@ type Conn struct {
 	env *Env
 	nc  net.Conn
 	r   *packet.Reader
-	log *slog.Logger
 
 	// Fixed once CONNECT has been handled.
 	version         packet.Version
@@ -85,15 +84,25 @@ func (sl *respSlot) Ack(code packet.ReasonCode) { sl.c.completeAck(sl, code) }
 // code is recovered, logged with its stack and counted.
 func Serve(nc net.Conn, env *Env) {
 	c := &Conn{env: env, nc: nc, done: make(chan struct{})}
-	c.log = env.Log.With("remote", nc.RemoteAddr().String())
 	defer func() {
 		if r := recover(); r != nil {
 			env.Metrics.Panics.Inc()
-			c.log.Error("panic in connection handler", "panic", r, "stack", string(debug.Stack()))
+			c.logger().Error("panic in connection handler", "panic", r, "stack", string(debug.Stack()))
 			c.end(true)
 		}
 	}()
 	c.serve()
+}
+
+// logger returns a logger naming the connection. It is built on demand:
+// a logger per connection would cost memory on every idle connection for
+// lines that are rarely written.
+func (c *Conn) logger() *slog.Logger {
+	l := c.env.Log.With("remote", c.nc.RemoteAddr().String())
+	if c.s != nil {
+		l = l.With("client", c.s.ID)
+	}
+	return l
 }
 
 // Done is closed when the connection has fully ended.
@@ -218,7 +227,6 @@ func (c *Conn) handshake(cp *packet.Connect) bool {
 		return refuse(code, reason)
 	}
 	c.s = s
-	c.log = c.log.With("client", s.ID)
 	if cp.WillFlag {
 		s.SetWill(willMessage(cp, s.ID, c.env.Clock.Now()), cp.WillProps.WillDelay)
 	} else {
@@ -328,7 +336,7 @@ func (c *Conn) countProtocolError(err error) {
 		return
 	}
 	c.env.Metrics.ProtocolErrors.WithLabelValues(packet.CodeOf(err).String()).Inc()
-	c.log.Debug("closing connection on bad input", "err", err)
+	c.logger().Debug("closing connection on bad input", "err", err)
 }
 
 func (c *Conn) closeSocket() {

@@ -90,7 +90,7 @@ func (c *Conn) readFailed(err error) {
 		if c.isClosing() {
 			return
 		}
-		c.log.Debug("keep alive expired")
+		c.logger().Debug("keep alive expired")
 		c.sendFinal(packet.KeepAliveTimeout, "keep alive timeout")
 	default:
 		if c.isClosing() {
@@ -111,7 +111,7 @@ func (c *Conn) closeWithError(err error) {
 		code = packet.CodeOf(err)
 	}
 	c.env.Metrics.ProtocolErrors.WithLabelValues(code.String()).Inc()
-	c.log.Debug("closing connection on protocol violation", "code", code, "reason", reason)
+	c.logger().Debug("closing connection on protocol violation", "code", code, "reason", reason)
 	c.sendFinal(code, reason)
 }
 
@@ -510,10 +510,10 @@ func (c *Conn) completeOutbound(p *packet.Ack) error {
 func (c *Conn) commitBehind(b *store.Batch) {
 	if err := c.env.Store.Commit(context.Background(), b, func(err error) {
 		if err != nil {
-			c.log.Error("store write failed", "err", err)
+			c.logger().Error("store write failed", "err", err)
 		}
 	}); err != nil {
-		c.log.Error("store write failed", "err", err)
+		c.logger().Error("store write failed", "err", err)
 	}
 }
 

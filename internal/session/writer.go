@@ -250,14 +250,14 @@ func (c *Conn) send(buf []byte, items []outItem, now time.Time) ([]byte, bool) {
 			ack = packet.Ack{Kind: it.ack.Kind, PacketID: it.ack.PacketID, ReasonCode: it.ack.ReasonCode}
 			buf, err = ack.Append(buf, c.version)
 			if err != nil {
-				c.log.Error("cannot encode acknowledgement", "err", err)
+				c.logger().Error("cannot encode acknowledgement", "err", err)
 				buf = buf[:start]
 				continue
 			}
 		default:
 			buf, err = it.p.Append(buf, c.version)
 			if err != nil {
-				c.log.Error("cannot encode packet", "packet", packet.Describe(it.p), "err", err)
+				c.logger().Error("cannot encode packet", "packet", packet.Describe(it.p), "err", err)
 				buf = buf[:start]
 				continue
 			}
@@ -310,7 +310,7 @@ func (c *Conn) write(b []byte, packets int) bool {
 	c.env.Metrics.BytesOut.Add(float64(n))
 	c.env.Metrics.PacketsOut.Add(float64(packets))
 	if err != nil {
-		c.log.Debug("write failed", "err", err)
+		c.logger().Debug("write failed", "err", err)
 		return false
 	}
 	return true
@@ -367,7 +367,7 @@ func (c *Conn) appendPublish(buf []byte, d *Delivery, dup bool, now time.Time) (
 			c.nextAlias--
 		}
 		if err != nil {
-			c.log.Error("cannot encode PUBLISH", "topic", m.Topic, "err", err)
+			c.logger().Error("cannot encode PUBLISH", "topic", m.Topic, "err", err)
 		}
 		return out[:start], false
 	}
@@ -402,7 +402,7 @@ func (c *Conn) reloadSpill() {
 		return nil
 	})
 	if err != nil {
-		c.log.Error("reloading spilled messages failed", "err", err)
+		c.logger().Error("reloading spilled messages failed", "err", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
