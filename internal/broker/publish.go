@@ -9,7 +9,7 @@ import (
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/session"
-	)
+)
 
 // Publish implements session.Hub: route m to every matching session. from
 // may be nil for messages the broker itself publishes. done (nil for QoS 0)
