@@ -53,8 +53,10 @@ type Broker struct {
 
 	subs struct {
 		sync.RWMutex
-		ix *router.Index[*session.Session]
+		ix     *router.Index[*session.Session]
+		counts map[string]int // local subscribers per filter, for interest announcements
 	}
+	cluster Cluster // nil on a node running alone; set before serving
 
 	mu struct {
 		sync.Mutex
@@ -84,6 +86,7 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Bro
 		retained: &retained.Store{}, started: clk.Now(), stop: make(chan struct{}),
 	}
 	b.subs.ix = router.New[*session.Session]()
+	b.subs.counts = map[string]int{}
 	b.mu.sessions = map[string]*session.Session{}
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
@@ -142,6 +145,17 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		b.mu.Unlock()
 	}()
 
+	var moved *SessionState
+	if b.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Limits.ConnectTimeout)
+		st, err := b.cluster.Takeover(ctx, id, p.CleanStart)
+		cancel()
+		if err != nil {
+			b.log.Warn("session takeover from another node failed; starting a new session", "client", id, "err", err)
+		}
+		moved = st
+	}
+
 	b.mu.Lock()
 	old := b.mu.sessions[id]
 	b.mu.Unlock()
@@ -169,6 +183,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	if s != nil {
 		b.stopTimers(s)
 		s.SetExpiry(expiry)
+	} else if moved != nil && !p.CleanStart {
+		s = b.importSession(id, p.Version, expiry, moved)
+		present = true
 	} else {
 		s = session.New(id, b.env, p.Version, expiry)
 		b.mu.Lock()
@@ -296,14 +313,19 @@ func (b *Broker) endSession(s *session.Session) {
 	}
 	b.mu.Unlock()
 	subs := s.Subscriptions()
+	var changes []interestChange
 	b.subs.Lock()
 	for f := range subs {
-		b.subs.ix.Unsubscribe(s, f)
+		b.unsubscribeLocked(s, f, &changes)
 	}
 	n := b.subs.ix.Len()
 	b.subs.Unlock()
 	b.metrics.Subscriptions.Set(float64(n))
+	b.announceInterest(changes)
 	s.End()
+	if b.cluster != nil {
+		b.cluster.SessionEnded(s.ID)
+	}
 	if b.store != nil {
 		var bt store.Batch
 		bt.DeleteSession(s.ID)

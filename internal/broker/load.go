@@ -52,14 +52,7 @@ func (b *Broker) load() error {
 			}
 		}
 		s := session.New(r.ClientID, b.env, packet.Version(r.Version), r.ExpiryInterval)
-		b.subs.Lock()
-		for _, sub := range r.Subscriptions {
-			o := router.Options{QoS: sub.QoS, NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling, ID: sub.ID}
-			if _, err := b.subs.ix.Subscribe(s, sub.Filter, o); err == nil {
-				s.AddSubscription(sub.Filter, o)
-			}
-		}
-		b.subs.Unlock()
+		b.restoreSubscriptions(s, r.Subscriptions)
 		ids, err := b.store.LoadInbound(r.ClientID)
 		if err != nil {
 			return err
@@ -102,6 +95,23 @@ func (b *Broker) load() error {
 	b.metrics.Subscriptions.Set(float64(n))
 	b.updateSessionGauges()
 	return nil
+}
+
+// restoreSubscriptions puts a restored or moved session's subscriptions
+// into the index.
+func (b *Broker) restoreSubscriptions(s *session.Session, subs []store.SubscriptionRecord) {
+	var changes []interestChange
+	b.subs.Lock()
+	for _, sub := range subs {
+		o := router.Options{QoS: sub.QoS, NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling, ID: sub.ID}
+		if _, err := b.subscribeLocked(s, sub.Filter, o, &changes); err == nil {
+			s.AddSubscription(sub.Filter, o)
+		}
+	}
+	n := b.subs.ix.Len()
+	b.subs.Unlock()
+	b.metrics.Subscriptions.Set(float64(n))
+	b.announceInterest(changes)
 }
 
 // willAtStart publishes the will of a session that expired while the node

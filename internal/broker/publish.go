@@ -18,6 +18,16 @@ import (
 func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
 	var ps session.Persist
 	needSync := false
+	cl := b.cluster
+	if cl != nil && isSys(m.Topic) {
+		cl = nil // $SYS statistics are this node's own
+	}
+	if cl != nil {
+		m.Origin = cl.NodeID()
+		if m.Retain {
+			m.Stamp = cl.Stamp()
+		}
+	}
 	if m.Retain {
 		b.retain(m, &ps)
 		if m.QoS > 0 && b.store != nil && !isSys(m.Topic) {
@@ -30,7 +40,7 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 	b.subs.ix.Match(m.Topic, from, ms)
 	b.subs.RUnlock()
 	code := packet.Success
-	if len(ms.Direct) == 0 && len(ms.Shared) == 0 {
+	if cl == nil && len(ms.Direct) == 0 && len(ms.Shared) == 0 {
 		code = packet.NoMatchingSubscribers
 	}
 	for i := range ms.Direct {
@@ -43,11 +53,15 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 			needSync = true
 		}
 	}
+	var served []string
 	for i := range ms.Shared {
 		g := &ms.Shared[i]
 		member := pickMember(g, nil)
 		if member == nil {
 			continue
+		}
+		if cl != nil {
+			served = append(served, sharedKey(g.Group, g.Filter))
 		}
 		dl := session.Delivery{Msg: m, QoS: min(m.QoS, member.Opts.QoS), Retain: m.Retain && member.Opts.RetainAsPublished,
 			Shared: sharedKey(g.Group, g.Filter)}
@@ -59,6 +73,12 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 		}
 	}
 	b.matches.Put(ms)
+	if cl != nil {
+		cl.Forward(m, served)
+		if m.Retain {
+			cl.Retained(m)
+		}
+	}
 
 	if ps.Len() > 0 && b.store != nil {
 		var cb func(error)

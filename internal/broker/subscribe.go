@@ -3,6 +3,7 @@ package broker
 import (
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/topic"
 )
@@ -11,9 +12,10 @@ import (
 func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done func([]packet.ReasonCode)) {
 	codes := make([]packet.ReasonCode, len(reqs))
 	existed := make([]bool, len(reqs))
+	var changes []interestChange
 	b.subs.Lock()
 	for i, r := range reqs {
-		if _, err := b.subs.ix.Subscribe(s, r.Filter, r.Opts); err != nil {
+		if _, err := b.subscribeLocked(s, r.Filter, r.Opts, &changes); err != nil {
 			codes[i] = packet.TopicFilterInvalid
 			continue
 		}
@@ -22,6 +24,7 @@ func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done f
 	n := b.subs.ix.Len()
 	b.subs.Unlock()
 	b.metrics.Subscriptions.Set(float64(n))
+	b.announceInterest(changes)
 	for i, r := range reqs {
 		if !codes[i].IsError() {
 			existed[i] = s.AddSubscription(r.Filter, r.Opts)
@@ -91,18 +94,47 @@ func (b *Broker) sendRetained(s *session.Session, reqs []session.SubRequest, cod
 	b.commitPersist(&ps)
 }
 
+// subscribeLocked adds a subscription to the index and keeps the per-filter
+// counts; b.subs must be held for writing.
+func (b *Broker) subscribeLocked(s *session.Session, filter string, o router.Options, changes *[]interestChange) (bool, error) {
+	existed, err := b.subs.ix.Subscribe(s, filter, o)
+	if err == nil && !existed {
+		n := b.subs.counts[filter]
+		b.subs.counts[filter] = n + 1
+		b.interestDelta(filter, n, n+1, changes)
+	}
+	return existed, err
+}
+
+// unsubscribeLocked removes a subscription; b.subs must be held for writing.
+func (b *Broker) unsubscribeLocked(s *session.Session, filter string, changes *[]interestChange) bool {
+	if !b.subs.ix.Unsubscribe(s, filter) {
+		return false
+	}
+	n := b.subs.counts[filter]
+	if n <= 1 {
+		delete(b.subs.counts, filter)
+	} else {
+		b.subs.counts[filter] = n - 1
+	}
+	b.interestDelta(filter, n, n-1, changes)
+	return true
+}
+
 // Unsubscribe implements session.Hub.
 func (b *Broker) Unsubscribe(s *session.Session, filters []string, done func([]packet.ReasonCode)) {
 	codes := make([]packet.ReasonCode, len(filters))
+	var changes []interestChange
 	b.subs.Lock()
 	for i, f := range filters {
-		if !b.subs.ix.Unsubscribe(s, f) {
+		if !b.unsubscribeLocked(s, f, &changes) {
 			codes[i] = packet.NoSubscriptionExisted
 		}
 	}
 	n := b.subs.ix.Len()
 	b.subs.Unlock()
 	b.metrics.Subscriptions.Set(float64(n))
+	b.announceInterest(changes)
 	for _, f := range filters {
 		s.RemoveSubscription(f)
 	}

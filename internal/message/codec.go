@@ -22,9 +22,10 @@ const (
 // Append appends the binary encoding of m to dst.
 //
 // Layout: version, flags, qos, payload format, created (varint unix nanos),
-// [expiry (varint unix nanos)], then length-prefixed topic, payload, content
-// type, response topic, correlation data, publisher, a count of user
-// properties and each key and value. Lengths are uvarints.
+// [expiry (varint unix nanos)], stamp (uvarint), then length-prefixed topic,
+// payload, content type, response topic, correlation data, publisher,
+// origin, a count of user properties and each key and value. Lengths are
+// uvarints.
 func Append(dst []byte, m *Message) []byte {
 	var flags byte
 	if m.Retain {
@@ -38,12 +39,14 @@ func Append(dst []byte, m *Message) []byte {
 	if flags&flagExpiry != 0 {
 		dst = binary.AppendVarint(dst, m.Expiry.UnixNano())
 	}
+	dst = binary.AppendUvarint(dst, m.Stamp)
 	dst = appendBytes(dst, []byte(m.Topic))
 	dst = appendBytes(dst, m.Payload)
 	dst = appendBytes(dst, []byte(m.ContentType))
 	dst = appendBytes(dst, []byte(m.ResponseTopic))
 	dst = appendBytes(dst, m.CorrelationData)
 	dst = appendBytes(dst, []byte(m.Publisher))
+	dst = appendBytes(dst, []byte(m.Origin))
 	dst = binary.AppendUvarint(dst, uint64(len(m.User)))
 	for _, u := range m.User {
 		dst = appendBytes(dst, []byte(u.Key))
@@ -85,12 +88,14 @@ func Decode(b []byte) (*Message, error) {
 	if flags&flagExpiry != 0 {
 		m.Expiry = time.Unix(0, d.varint())
 	}
+	m.Stamp = d.uvarint()
 	m.Topic = string(d.bytes())
 	m.Payload = d.bytesCopy()
 	m.ContentType = string(d.bytes())
 	m.ResponseTopic = string(d.bytes())
 	m.CorrelationData = d.bytesCopy()
 	m.Publisher = string(d.bytes())
+	m.Origin = string(d.bytes())
 	n := d.uvarint()
 	if n > uint64(len(d.b)) { // each property takes at least two bytes
 		d.err = true

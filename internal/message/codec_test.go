@@ -14,6 +14,7 @@ func sample() *Message {
 		PayloadFormat: 1, ContentType: "text/plain", ResponseTopic: "replies/a",
 		CorrelationData: []byte{1, 2, 3}, User: []UserProperty{{"k", "v"}, {"k", "w"}},
 		Expiry: time.Unix(1700000000, 5), Publisher: "client-1", Created: time.Unix(1699999990, 7),
+		Origin: "node-a", Stamp: 1 << 40,
 	}
 }
 

@@ -33,6 +33,11 @@ type Message struct {
 	// Provenance.
 	Publisher string    // client id of the publisher ("" for the broker itself); used by No Local
 	Created   time.Time // when the broker received it
+	Origin    string    // id of the node the publisher is connected to ("" on a node running alone)
+	// Stamp is the hybrid logical clock time of a retained message, which
+	// orders concurrent retained updates across nodes (last writer wins, ties
+	// broken by Origin). Zero on a node running alone.
+	Stamp uint64
 }
 
 // Expired reports whether the message must no longer be delivered at now.
@@ -59,7 +64,7 @@ func (m *Message) ExpiryInterval(now time.Time) (uint32, bool) {
 
 // Size is an estimate of the memory the message holds, for queue accounting.
 func (m *Message) Size() int {
-	n := 96 + len(m.Topic) + len(m.Payload) + len(m.ContentType) + len(m.ResponseTopic) + len(m.CorrelationData) + len(m.Publisher)
+	n := 112 + len(m.Topic) + len(m.Origin) + len(m.Payload) + len(m.ContentType) + len(m.ResponseTopic) + len(m.CorrelationData) + len(m.Publisher)
 	for _, u := range m.User {
 		n += 32 + len(u.Key) + len(u.Value)
 	}

@@ -513,6 +513,28 @@ func (s *Session) Restore(q *store.QueuedMessage) {
 	s.env.Metrics.QueuedMessages.Inc()
 }
 
+// Export returns the messages the session holds in memory (in flight first,
+// then queued, in order) and its inbound QoS 2 ids, for moving the session
+// to another node. Messages spilled to disk are not included: the caller
+// loads them from the store starting at SpillFrom.
+func (s *Session) Export() (msgs []*store.QueuedMessage, inbound []uint16, spillFrom uint64, spilled int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := func(d *Delivery) *store.QueuedMessage {
+		q := d.record()
+		q.Seq = uint64(len(msgs) + 1) // the receiving node numbers them again
+		return q
+	}
+	s.mu.inflight.Each(func(d *Delivery) { msgs = append(msgs, next(d)) })
+	for i := 0; i < s.mu.queue.Len(); i++ {
+		msgs = append(msgs, next(s.mu.queue.At(i)))
+	}
+	for id := range s.mu.inbound {
+		inbound = append(inbound, id)
+	}
+	return msgs, inbound, s.mu.spillFrom, s.mu.spilled
+}
+
 // RestoreInbound records inbound QoS 2 ids awaiting PUBREL.
 func (s *Session) RestoreInbound(ids []uint16) {
 	s.mu.Lock()
