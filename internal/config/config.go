@@ -18,6 +18,13 @@ type Config struct {
 	NodeID  string `name:"node-id" yaml:"node-id" default:"" help:"Node id, unique in the cluster (default: the host name)."`
 	DataDir string `name:"data-dir" yaml:"data-dir" default:"./sextant-data" help:"Directory for the node's durable state."`
 
+	ClusterAddr   string   `name:"cluster-addr" yaml:"cluster-addr" default:"" help:"HOST:PORT (TCP and UDP) for gossip, metadata and node-to-node links; empty runs the node alone."`
+	Join          []string `name:"join" yaml:"join" default:"" sep:"," help:"Cluster addresses of nodes to join (HOST:PORT,...); empty starts a new cluster."`
+	Site          string   `name:"site" yaml:"site" default:"default" help:"Site label: the edge site or datacentre of this node."`
+	Zone          string   `name:"zone" yaml:"zone" default:"default" help:"Zone label: the failure domain inside the site."`
+	Tier          string   `name:"tier" yaml:"tier" default:"core" enum:"edge,core" help:"Tier: core nodes vote in the metadata group, edge nodes keep a read copy."`
+	ClusterTiming string   `name:"cluster-timing" yaml:"cluster-timing" default:"lan" enum:"lan,wan" help:"Gossip and metadata timeouts: lan (one region) or wan (nodes across continents)."`
+
 	MQTTAddr  string `name:"mqtt-addr" yaml:"mqtt-addr" default:"127.0.0.1:1883" help:"MQTT over TCP listen address (empty disables)."`
 	WSAddr    string `name:"ws-addr" yaml:"ws-addr" default:"127.0.0.1:8083" help:"MQTT over WebSocket listen address, path /mqtt (empty disables)."`
 	AdminAddr string `name:"admin-addr" yaml:"admin-addr" default:"127.0.0.1:8088" help:"Admin HTTP listen address: /metrics, /healthz, /readyz, /v1 (empty disables)."`
@@ -78,6 +85,29 @@ func (c *Config) Validate() error {
 	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
 	oneOf("log-format", c.LogFormat, "text", "json")
 	oneOf("fsync", c.Fsync, "always", "batch", "never")
+	oneOf("tier", c.Tier, "edge", "core")
+	oneOf("cluster-timing", c.ClusterTiming, "lan", "wan")
+	if c.ClusterAddr != "" {
+		if host, port, err := net.SplitHostPort(c.ClusterAddr); err != nil || port == "" || port == "0" || net.ParseIP(host) == nil {
+			bad("cluster-addr", "%q is not IP:PORT with a fixed port (other nodes dial it)", c.ClusterAddr)
+		}
+	}
+	for _, j := range c.Join {
+		if _, port, err := net.SplitHostPort(j); err != nil || port == "" {
+			bad("join", "%q is not HOST:PORT", j)
+		}
+	}
+	if len(c.Join) > 0 && c.ClusterAddr == "" {
+		bad("join", "joining a cluster needs cluster-addr")
+	}
+	if c.NodeID != "" {
+		for _, r := range c.NodeID {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':' || r == '-') || len(c.NodeID) > 128 {
+				bad("node-id", "%q may only contain letters, digits and . _ : - (at most 128)", c.NodeID)
+				break
+			}
+		}
+	}
 	if c.Fsync == "batch" && c.FsyncInterval <= 0 {
 		bad("fsync-interval", "must be positive with fsync=batch")
 	}

@@ -40,6 +40,7 @@ type Node struct {
 	metrics *metrics.Broker
 	store   *store.Store
 	broker  *broker.Broker
+	cluster *clusterParts
 
 	mu struct {
 		sync.Mutex
@@ -158,11 +159,20 @@ func (n *Node) Start() error {
 		if lerr != nil {
 			return n.startFailed(fmt.Errorf("node: admin listener: %w", lerr))
 		}
-		api := adminapi.New(n, n.metrics.Registry, n.log)
-		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 		n.mu.adminLn = ln
+	}
+	// The cluster parts start once the listeners are bound (membership
+	// announces their addresses) and before the admin API serves (it reads
+	// them).
+	if cerr := n.startCluster(context.Background()); cerr != nil {
+		return n.startFailed(cerr)
+	}
+	if ln := n.mu.adminLn; ln != nil {
+		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n)
+		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+		srv := n.mu.admin
 		go func() {
-			if serr := n.mu.admin.Serve(ln); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			if serr := srv.Serve(ln); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 				n.log.Error("admin listener stopped", "err", serr)
 			}
 		}()
@@ -178,6 +188,13 @@ func (n *Node) startFailed(err error) error {
 		if l != nil {
 			_ = l.Close()
 		}
+	}
+	if n.cluster != nil {
+		_ = n.closeCluster()
+		n.cluster = nil
+	}
+	if n.mu.adminLn != nil {
+		_ = n.mu.adminLn.Close()
 	}
 	return err
 }
@@ -271,6 +288,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if l != nil {
 			errs = append(errs, l.Wait(ctx))
 		}
+	}
+	if n.cluster != nil {
+		errs = append(errs, n.closeCluster())
 	}
 	errs = append(errs, n.store.Close())
 	if admin != nil {

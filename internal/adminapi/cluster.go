@@ -1,0 +1,143 @@
+package adminapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+)
+
+// NodeInfo is one entry of GET /v1/nodes.
+type NodeInfo struct {
+	ID         string             `json:"id"`
+	Site       string             `json:"site,omitempty"`
+	Zone       string             `json:"zone,omitempty"`
+	Tier       string             `json:"tier"`
+	MQTTAddr   string             `json:"mqtt_addr,omitempty"`
+	AdminAddr  string             `json:"admin_addr,omitempty"`
+	PeerAddr   string             `json:"peer_addr,omitempty"`
+	State      string             `json:"state"`
+	Coordinate *Coordinate        `json:"coordinate,omitempty"`
+	RTTms      map[string]float64 `json:"estimated_rtt_ms,omitempty"` // from coordinates, to every other node
+	MeasuredMs map[string]float64 `json:"measured_rtt_ms,omitempty"`  // from this node's own probes, where known
+}
+
+// Coordinate is a Vivaldi network coordinate (serf's representation). Its
+// distances estimate round-trip times.
+type Coordinate struct {
+	Vec        []float64 `json:"vec"`
+	Error      float64   `json:"error"`
+	Adjustment float64   `json:"adjustment"`
+	Height     float64   `json:"height"`
+}
+
+// ClusterInfo is GET /v1/cluster.
+type ClusterInfo struct {
+	NodeID      string            `json:"node_id"`
+	Leader      string            `json:"leader"`
+	LeaderAddr  string            `json:"leader_addr,omitempty"`
+	IsLeader    bool              `json:"is_leader"`
+	Servers     []ServerInfo      `json:"servers"`
+	Applied     uint64            `json:"applied_index"`
+	Policies    uint64            `json:"policies_version"`
+	ServersErr  string            `json:"servers_error,omitempty"`
+	Registered  []fsm.Node        `json:"registered_nodes"`
+	GeneratedAt time.Time         `json:"generated_at"`
+	Members     int               `json:"members"`
+	Raft        map[string]string `json:"raft,omitempty"`
+}
+
+// ServerInfo is one member of the metadata group.
+type ServerInfo struct {
+	ID    string `json:"id"`
+	Addr  string `json:"addr"`
+	Voter bool   `json:"voter"`
+}
+
+// PolicySet is GET/PUT /v1/policies.
+type PolicySet struct {
+	Version uint64     `json:"version"`
+	Rules   []fsm.Rule `json:"rules"`
+}
+
+// putPolicies is the body of PUT /v1/policies. ExpectVersion, when set,
+// makes the write a compare-and-swap against the current version.
+type putPolicies struct {
+	Rules         []fsm.Rule `json:"rules"`
+	ExpectVersion *uint64    `json:"expect_version,omitempty"`
+}
+
+// Cluster is what the cluster endpoints read and change.
+type Cluster interface {
+	Nodes() []NodeInfo
+	Cluster(ctx context.Context) ClusterInfo
+	Policies() PolicySet
+	PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64) (PolicySet, error)
+}
+
+// WithCluster adds /v1/nodes, /v1/cluster and /v1/policies.
+func (s *Server) WithCluster(c Cluster) *Server {
+	s.mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.Nodes())
+	})
+	s.mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		writeJSON(w, http.StatusOK, c.Cluster(ctx))
+	})
+	s.mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.Policies())
+	})
+	s.mux.HandleFunc("PUT /v1/policies", func(w http.ResponseWriter, r *http.Request) {
+		var body putPolicies
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			WriteError(w, http.StatusBadRequest, "bad_json", "policies: "+err.Error())
+			return
+		}
+		if body.Rules == nil {
+			body.Rules = []fsm.Rule{}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		ps, err := c.PutPolicies(ctx, body.Rules, body.ExpectVersion)
+		if err != nil {
+			writeFSMError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ps)
+	})
+	return s
+}
+
+// fieldError is the error body for a rejected rule: which field and why.
+type fieldError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeFSMError(w http.ResponseWriter, err error) {
+	var fe *fsm.Error
+	if errors.As(err, &fe) {
+		status := http.StatusBadRequest
+		switch {
+		case errors.Is(err, fsm.ErrConflict):
+			status = http.StatusConflict
+		case errors.Is(err, fsm.ErrNotFound):
+			status = http.StatusNotFound
+		}
+		writeJSON(w, status, fieldError{Error: fe.Error(), Code: string(fe.Code), Field: fe.Field})
+		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		WriteError(w, http.StatusServiceUnavailable, "no_leader", "the metadata group did not answer in time: "+err.Error())
+		return
+	}
+	WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+}

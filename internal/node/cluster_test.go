@@ -1,0 +1,100 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/brokertest"
+	"github.com/sextantmq/sextant/internal/config"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+)
+
+// freeAddr returns a loopback address with a port free for TCP and UDP.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+func clusterConfig(t *testing.T, id string, join ...string) config.Config {
+	c := brokertest.Config(t)
+	c.NodeID = id
+	c.ClusterAddr = freeAddr(t)
+	c.Join = join
+	return c
+}
+
+// TestThreeNodeMetadata forms a three-voter metadata group through the
+// nodes' cluster addresses, writes policy rules on one node, reads them on
+// every node, and keeps writing after the first node stops.
+func TestThreeNodeMetadata(t *testing.T) {
+	n1 := brokertest.Start(t, clusterConfig(t, "n1"))
+	n2 := brokertest.Start(t, clusterConfig(t, "n2", n1.Cfg.ClusterAddr))
+	n3 := brokertest.Start(t, clusterConfig(t, "n3", n1.Cfg.ClusterAddr))
+	nodes := []*brokertest.Node{n1, n2, n3}
+
+	brokertest.Eventually(t, 30*time.Second, func() bool {
+		for _, n := range nodes {
+			alive := 0
+			for _, m := range n.Nodes() {
+				if m.State == "alive" {
+					alive++
+				}
+			}
+			if alive != 3 {
+				return false
+			}
+		}
+		ci := n1.Cluster(context.Background())
+		voters := 0
+		for _, s := range ci.Servers {
+			if s.Voter {
+				voters++
+			}
+		}
+		return voters == 3
+	}, "three alive members and three voters")
+
+	rules := []fsm.Rule{{Match: "swarm/+/#", Mode: fsm.Sequenced, Replicas: 3, LatencyMS: 40}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ps, err := n2.PutPolicies(ctx, rules, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		brokertest.Eventually(t, 10*time.Second, func() bool {
+			p := n.Policies()
+			return p.Version == ps.Version && len(p.Rules) == 1 && p.Rules[0].Match == "swarm/+/#"
+		}, fmt.Sprintf("policies readable on n%d", i+1))
+	}
+
+	// The group survives the loss of one voter.
+	n1.Stop()
+	v := ps.Version
+	ps, err = n3.PutPolicies(ctx, []fsm.Rule{{Match: "game/#", Mode: fsm.Direct}}, &v)
+	if err != nil {
+		t.Fatalf("write after losing a voter: %v", err)
+	}
+	brokertest.Eventually(t, 10*time.Second, func() bool { return n2.Policies().Version == ps.Version }, "n2 caught up")
+
+	// An invalid rule is refused with its field.
+	if _, err := n2.PutPolicies(ctx, []fsm.Rule{{Match: "a/#/b", Mode: fsm.Direct}}, nil); err == nil {
+		t.Fatal("invalid filter accepted")
+	}
+}
