@@ -22,6 +22,8 @@ var version = "dev"
 // CLI is the command tree. Each command type is defined in its own file.
 type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Run a broker node."`
+	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs."`
+	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
 	Version VersionCmd `cmd:"" help:"Print the version and exit."`
 }
 

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/adminapi/client"
+)
+
+// AdminFlags locate a node's admin API.
+type AdminFlags struct {
+	Admin string `name:"admin" short:"a" default:"127.0.0.1:8088" help:"Admin API address of a node (HOST:PORT or URL)." placeholder:"ADDR"`
+	Token string `name:"token" env:"SEXTANT_TOKEN" help:"Admin API bearer token." placeholder:"TOKEN"`
+}
+
+func (a AdminFlags) client() *client.Client { return client.New(a.Admin, a.Token) }
+
+// NodesCmd prints the cluster's nodes and their estimated RTT matrix.
+type NodesCmd struct {
+	AdminFlags
+	JSON bool `name:"json" help:"Print the API's JSON instead of tables."`
+}
+
+func (c *NodesCmd) Run(e *env) error {
+	ctx, cancel := context.WithTimeout(e.ctx, 15*time.Second)
+	defer cancel()
+	nodes, err := c.client().Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(nodes)
+	}
+	printNodes(e.stdout, nodes)
+	return nil
+}
+
+func printNodes(w io.Writer, nodes []adminapi.NodeInfo) {
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tTIER\tSITE\tZONE\tMQTT\tADMIN\tCOORD ERROR")
+	for _, n := range nodes {
+		cerr := "-"
+		if n.Coordinate != nil {
+			cerr = fmt.Sprintf("%.2f", n.Coordinate.Error)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, n.Tier, dash(n.Site), dash(n.Zone), dash(n.MQTTAddr), dash(n.AdminAddr), cerr)
+	}
+	tw.Flush()
+	if len(nodes) < 2 {
+		return
+	}
+	fmt.Fprintln(w, "\nEstimated RTT (ms, from network coordinates):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := []string{""}
+	for _, n := range nodes {
+		header = append(header, n.ID)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	for _, a := range nodes {
+		row := []string{a.ID}
+		for _, b := range nodes {
+			switch v, ok := a.RTTms[b.ID]; {
+			case a.ID == b.ID:
+				row = append(row, "-")
+			case ok:
+				row = append(row, fmt.Sprintf("%.1f", v))
+			default:
+				row = append(row, "?")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

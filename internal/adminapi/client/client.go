@@ -1,0 +1,136 @@
+// Package client is the Go client of the admin HTTP API, used by the CLI
+// commands that inspect and change a running node (nodes, policy, ...). It
+// speaks only HTTP/JSON to the API; it must not import broker internals.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+)
+
+// Client talks to one node's admin API.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client for the admin API at base ("http://host:port" or
+// "host:port"). token, if set, is sent as a bearer token.
+func New(base, token string) *Client {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 15 * time.Second}}
+}
+
+// APIError is an error response of the API.
+type APIError struct {
+	Status int
+	Code   string
+	Field  string
+	Msg    string
+}
+
+func (e *APIError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (HTTP %d, %s, field %s)", e.Msg, e.Status, e.Code, e.Field)
+	}
+	return fmt.Sprintf("%s (HTTP %d, %s)", e.Msg, e.Status, e.Code)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API at %s: %w", c.base, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode >= 300 {
+		var eb struct {
+			Error, Code, Field string
+		}
+		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
+			eb.Error = strings.TrimSpace(string(data))
+		}
+		return &APIError{Status: res.StatusCode, Code: eb.Code, Field: eb.Field, Msg: eb.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("admin API %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Status is GET /v1/status.
+func (c *Client) Status(ctx context.Context) (adminapi.Status, error) {
+	var s adminapi.Status
+	return s, c.do(ctx, "GET", "/v1/status", nil, &s)
+}
+
+// Nodes is GET /v1/nodes.
+func (c *Client) Nodes(ctx context.Context) ([]adminapi.NodeInfo, error) {
+	var ns []adminapi.NodeInfo
+	return ns, c.do(ctx, "GET", "/v1/nodes", nil, &ns)
+}
+
+// Cluster is GET /v1/cluster.
+func (c *Client) Cluster(ctx context.Context) (adminapi.ClusterInfo, error) {
+	var ci adminapi.ClusterInfo
+	return ci, c.do(ctx, "GET", "/v1/cluster", nil, &ci)
+}
+
+// Policies is GET /v1/policies.
+func (c *Client) Policies(ctx context.Context) (adminapi.PolicySet, error) {
+	var ps adminapi.PolicySet
+	return ps, c.do(ctx, "GET", "/v1/policies", nil, &ps)
+}
+
+// PutPolicies is PUT /v1/policies; expect (optional) makes it a
+// compare-and-swap on the current version.
+func (c *Client) PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64) (adminapi.PolicySet, error) {
+	var ps adminapi.PolicySet
+	in := struct {
+		Rules         []fsm.Rule `json:"rules"`
+		ExpectVersion *uint64    `json:"expect_version,omitempty"`
+	}{rules, expect}
+	return ps, c.do(ctx, "PUT", "/v1/policies", in, &ps)
+}
+
+// IsStatus reports whether err is an API error with the given HTTP status.
+func IsStatus(err error, status int) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == status
+}
