@@ -446,3 +446,38 @@ func (b *Broker) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// ClientInfo describes one connected client.
+type ClientInfo struct {
+	ID            string
+	Remote        string
+	Version       packet.Version
+	RTT           time.Duration
+	RTTSource     string
+	Subscriptions int
+	Persistent    bool
+}
+
+// Clients lists the connected clients, with their measured round-trip
+// times (the input of client coordinates for placement).
+func (b *Broker) Clients() []ClientInfo {
+	b.mu.Lock()
+	ss := make([]*session.Session, 0, b.mu.online)
+	for _, s := range b.mu.sessions {
+		ss = append(ss, s)
+	}
+	b.mu.Unlock()
+	out := make([]ClientInfo, 0, len(ss))
+	for _, s := range ss {
+		c := s.Conn()
+		if c == nil {
+			continue
+		}
+		rtt, src := c.RTT()
+		out = append(out, ClientInfo{
+			ID: s.ID, Remote: c.RemoteAddr().String(), Version: c.Version(), RTT: rtt, RTTSource: src,
+			Subscriptions: s.SubscriptionCount(), Persistent: s.Persistent(),
+		})
+	}
+	return out
+}

@@ -114,3 +114,18 @@ func (n *Node) PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64
 	}
 	return n.Policies(), nil
 }
+
+// ClientList adapts the broker's client list to the admin API.
+type clientList struct{ n *Node }
+
+func (c clientList) Clients() []adminapi.ClientInfo {
+	var out []adminapi.ClientInfo
+	for _, ci := range c.n.broker.Clients() {
+		out = append(out, adminapi.ClientInfo{
+			ID: ci.ID, Remote: ci.Remote, Protocol: ci.Version.String(),
+			RTTms: float64(ci.RTT) / float64(time.Millisecond), RTTSource: ci.RTTSource,
+			Subscriptions: ci.Subscriptions, Persistent: ci.Persistent,
+		})
+	}
+	return out
+}

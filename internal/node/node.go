@@ -168,7 +168,7 @@ func (n *Node) Start() error {
 		return n.startFailed(cerr)
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n)
+		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 		srv := n.mu.admin
 		go func() {

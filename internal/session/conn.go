@@ -9,11 +9,13 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/tcpinfo"
 	"github.com/sextantmq/sextant/internal/topic"
 )
 
@@ -61,6 +63,34 @@ type Conn struct {
 
 	done      chan struct{}
 	closeOnce sync.Once
+	ackRTT    atomic.Int64 // smoothed PUBLISH->PUBACK round trip, nanoseconds (0: none yet)
+}
+
+// RTT is the client's round-trip time: the kernel's estimate for TCP
+// connections, else the smoothed PUBLISH->PUBACK time (which includes the
+// client's processing). source is "tcp_info", "puback" or "" when unknown.
+func (c *Conn) RTT() (rtt time.Duration, source string) {
+	if d, ok := tcpinfo.RTT(c.nc); ok {
+		return d, "tcp_info"
+	}
+	if v := c.ackRTT.Load(); v > 0 {
+		return time.Duration(v), "puback"
+	}
+	return 0, ""
+}
+
+// sampleRTT folds one PUBLISH->PUBACK round trip into the smoothed value
+// (the 1/8 gain TCP uses).
+func (c *Conn) sampleRTT(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	old := c.ackRTT.Load()
+	if old == 0 {
+		c.ackRTT.Store(int64(d))
+		return
+	}
+	c.ackRTT.Store(old + (int64(d)-old)/8)
 }
 
 // respSlot is one response in the ordered FIFO: a control packet, or an

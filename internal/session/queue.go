@@ -18,6 +18,7 @@ type Delivery struct {
 	ticket   *Ticket // the publish batch that persisted it, until acknowledged
 	pid      uint16  // packet id once sent (QoS>0)
 	state    byte    // see state* below
+	sentAt   int64   // when the PUBLISH was last sent (unix nanoseconds), for RTT samples
 	acked    bool    // acknowledged; waiting to be compacted off the in-flight head
 	resend   bool    // must be (re)sent by the writer (DUP on redelivery)
 	sentOnce bool

@@ -492,6 +492,9 @@ func (c *Conn) completeOutbound(p *packet.Ack) error {
 	}
 	done, _ := s.mu.inflight.Complete(p.PacketID)
 	c.env.Metrics.InflightMessages.Dec()
+	if done.sentAt != 0 && p.Kind == packet.PUBACK {
+		c.sampleRTT(time.Duration(c.env.Clock.Now().UnixNano() - done.sentAt))
+	}
 	if s.mu.queue.Len() > 0 || s.mu.spilled > 0 {
 		c.kickWriterLocked()
 	}

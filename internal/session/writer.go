@@ -179,7 +179,7 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 			items = append(items, outItem{d: d, isPub: true})
 			continue
 		}
-		d.state, d.sentOnce = stateWaitAck, true
+		d.state, d.sentOnce, d.sentAt = stateWaitAck, true, now.UnixNano()
 		e := s.mu.inflight.Add(d)
 		c.env.Metrics.InflightMessages.Inc()
 		if e.seq != 0 {

@@ -1,0 +1,32 @@
+package adminapi
+
+import (
+	"net/http"
+	"sort"
+)
+
+// ClientInfo is one entry of GET /v1/clients.
+type ClientInfo struct {
+	ID            string  `json:"client_id"`
+	Remote        string  `json:"remote"`
+	Protocol      string  `json:"protocol"`
+	RTTms         float64 `json:"rtt_ms,omitempty"`
+	RTTSource     string  `json:"rtt_source,omitempty"` // tcp_info or puback
+	Subscriptions int     `json:"subscriptions"`
+	Persistent    bool    `json:"persistent"`
+}
+
+// Clients lists connected clients.
+type Clients interface {
+	Clients() []ClientInfo
+}
+
+// WithClients adds GET /v1/clients.
+func (s *Server) WithClients(c Clients) *Server {
+	s.mux.HandleFunc("GET /v1/clients", func(w http.ResponseWriter, r *http.Request) {
+		cs := c.Clients()
+		sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
+		writeJSON(w, http.StatusOK, cs)
+	})
+	return s
+}
