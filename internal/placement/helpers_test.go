@@ -24,11 +24,11 @@ func client(n Node, access time.Duration, rate float64) Client {
 
 // topic builds a topic with its summary computed on its home (if any).
 func topic(name string, home Node, lth time.Duration, c Clients) Topic {
-	var homeCoord *coordinate.Coordinate
+	var h *Node
 	if home.ID != "" {
-		homeCoord = home.Coord
+		h = &home
 	}
-	s, err := Summarize(c, homeCoord)
+	s, err := Summarize(c, h)
 	if err != nil {
 		panic(err)
 	}

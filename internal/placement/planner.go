@@ -195,7 +195,7 @@ func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 	}
 
 	// PlaceTopics, lines 2-5: rank, then fewest feasible nodes first.
-	var work []pending
+	var work []*pending
 	for _, t := range topics {
 		reason, ok := reasons[t]
 		if !ok {
@@ -206,9 +206,9 @@ func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 		if r.Feasible > 0 {
 			choices = r.Candidates[:r.Feasible]
 		}
-		work = append(work, pending{t: t, reason: reason, ranking: r, choices: choices, rate: t.Summary.Rates.Total()})
+		work = append(work, &pending{t: t, reason: reason, ranking: r, choices: choices, rate: t.Summary.Rates.Total()})
 	}
-	slices.SortStableFunc(work, func(a, b pending) int {
+	slices.SortStableFunc(work, func(a, b *pending) int {
 		return cmp.Or(cmp.Compare(len(a.choices), len(b.choices)), cmp.Compare(b.rate, a.rate))
 	})
 
@@ -219,8 +219,7 @@ func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 			next.LastMove[name] = last
 		}
 	}
-	for i := range work {
-		w := &work[i]
+	for _, w := range work {
 		mv, ok := place(w, ld, cfg)
 		if ok && mv.To != w.t.Home && w.reason == ReasonLatency {
 			streak := Streak{To: mv.To, Rounds: 1}

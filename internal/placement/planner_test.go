@@ -317,7 +317,7 @@ func TestPlanRejectsBadSnapshots(t *testing.T) {
 	for name, s := range map[string]Snapshot{
 		"duplicate node":  {Nodes: []Node{a, a}},
 		"nil coordinate":  {Nodes: []Node{{ID: "x"}}},
-		"mixed dims":      {Nodes: []Node{a, {ID: "b", Coord: at(1, 1)}}, Topics: []Topic{{Name: "t", Summary: Summary{ProducerCentroid: nodeCoord3()}}}},
+		"mixed dims":      {Nodes: []Node{a, {ID: "b", Coord: at(1, 1)}}, Topics: []Topic{{Name: "t", Summary: Summary{Producers: Side{Centroid: nodeCoord3()}}}}},
 		"no nodes":        {Topics: []Topic{{Name: "t"}}},
 		"duplicate topic": {Nodes: []Node{a}, Topics: []Topic{{Name: "t"}, {Name: "t"}}},
 		"negative rate":   {Nodes: []Node{a}, Topics: []Topic{{Name: "t", Summary: Summary{Rates: Rates{In: -1}}}}},

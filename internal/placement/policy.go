@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"time"
-
-	"github.com/sextantmq/sextant/internal/coords"
 )
 
 // Policy ranks the nodes that could be a topic's home. It is the seam that
@@ -46,28 +44,24 @@ var (
 
 // Centroid is ePulsar's policy: it ranks nodes by
 // W(t,b) = d(NC_P(t), b) + d(NC_C(t), b) + W(t), from the topic's summary
-// only, and keeps those at or under Lth(t).
-type Centroid struct{}
-
-// Rank implements Policy.
-func (Centroid) Rank(t *Topic, nodes []Node) Ranking {
-	return rankByEstimate(t, nodes, func(n *Node) time.Duration { return centroidEstimate(&t.Summary, n) })
+// only, and keeps those at or under Lth(t). A side whose clients all share
+// one access node counts only their access latency on that node (see
+// Side.Node); Plain turns that off and uses the formula as published.
+type Centroid struct {
+	Plain bool
 }
 
-func centroidEstimate(s *Summary, n *Node) time.Duration {
-	est := s.Deviation
-	if s.ProducerCentroid != nil {
-		est += coords.OneWay(s.ProducerCentroid, n.Coord)
-	}
-	if s.ConsumerCentroid != nil {
-		est += coords.OneWay(s.ConsumerCentroid, n.Coord)
-	}
-	return est
+// Rank implements Policy.
+func (c Centroid) Rank(t *Topic, nodes []Node) Ranking {
+	return rankByEstimate(t, nodes, func(n *Node) time.Duration {
+		return t.Summary.Producers.estimate(n, c.Plain) + t.Summary.Consumers.estimate(n, c.Plain)
+	})
 }
 
 // AllPairs ranks nodes by the worst case over every producer-consumer pair,
-// from each client's own coordinate. It needs Topic.Clients and falls back to
-// Centroid's estimate without them.
+// from each client's own coordinate (or its access latency on its own access
+// node). It needs Topic.Clients and falls back to Centroid's estimate
+// without them.
 type AllPairs struct{}
 
 // Rank implements Policy.
@@ -75,7 +69,7 @@ func (AllPairs) Rank(t *Topic, nodes []Node) Ranking {
 	if t.Clients == nil {
 		return Centroid{}.Rank(t, nodes)
 	}
-	return rankByEstimate(t, nodes, func(n *Node) time.Duration { return worstPairs(*t.Clients, n.Coord) })
+	return rankByEstimate(t, nodes, func(n *Node) time.Duration { return worstPairs(*t.Clients, n) })
 }
 
 // rankByEstimate orders nodes feasible-first, each group by increasing

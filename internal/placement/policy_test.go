@@ -111,3 +111,31 @@ func TestOracleRanksByTrueLatency(t *testing.T) {
 		t.Fatalf("oracle ranking %+v, want b at 6ms first", r)
 	}
 }
+
+// A node's coordinate puts it 2*(height+adjustment) away from itself; a
+// client on the candidate node must count only its access latency.
+func TestClientsOnTheCandidateCountOnlyTheirAccess(t *testing.T) {
+	a, b := node("a", 0, 0), node("b", 30, 0)
+	a.Coord.Height, a.Coord.Adjustment = 0.004, 0.003 // self-distance 14 ms RTT
+	local := Clients{Producers: []Client{client(a, ms(5), 1), client(a, ms(3), 1)}, Consumers: []Client{client(a, ms(5), 1)}}
+	tp := topic("t", a, 0, local)
+	if tp.Summary.Worst != ms(10) {
+		t.Fatalf("E(t) %v, want 10ms: access latencies only", tp.Summary.Worst)
+	}
+	if s := tp.Summary.Producers; s.Node != "a" || s.Access != ms(5) || s.Count != 2 {
+		t.Fatalf("producer side %+v", s)
+	}
+	for _, p := range []Policy{Centroid{}, AllPairs{}} {
+		if c := p.Rank(&tp, []Node{a, b}).Candidates[0]; c.Node != "a" || c.Estimate != ms(10) {
+			t.Fatalf("%T: best %+v, want a at 10ms", p, c)
+		}
+	}
+	plain := Centroid{Plain: true}.Rank(&tp, []Node{a, b}).Candidates
+	if est := plain[0].Estimate; est < ms(23) {
+		t.Fatalf("plain centroid estimate %v: expected the 7 ms one-way self-distance on each side", est)
+	}
+	mixed := topic("m", a, 0, Clients{Producers: []Client{client(a, ms(5), 1), client(b, ms(5), 1)}})
+	if mixed.Summary.Producers.Node != "" {
+		t.Fatalf("clients on two nodes share node %q", mixed.Summary.Producers.Node)
+	}
+}

@@ -24,20 +24,37 @@ const maxDims = 64
 
 // AppendSummary appends the binary monitoring report of one topic with its
 // summary, as a home sends it each period. Numbers are fixed-width, so its
-// length depends only on the topic name, the publisher's node ID and the
-// coordinate dimensionality, never on the number of clients.
+// length depends only on the topic name, the lengths of the node IDs it
+// names and the coordinate dimensionality, never on the number of clients.
 func AppendSummary(b []byte, topic string, s Summary) []byte {
 	b = append(b, kindSummary)
 	b = appendString(b, topic)
-	b = appendCoord(b, s.ProducerCentroid)
-	b = appendCoord(b, s.ConsumerCentroid)
-	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Deviation, 0)))
+	b = appendSide(b, &s.Producers)
+	b = appendSide(b, &s.Consumers)
 	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Worst, 0)))
 	b = appendString(b, string(s.Publisher))
-	b = binary.LittleEndian.AppendUint32(b, uint32(min(max(s.Producers, 0), math.MaxUint32)))
-	b = binary.LittleEndian.AppendUint32(b, uint32(min(max(s.Consumers, 0), math.MaxUint32)))
 	b = appendFloat(b, s.Rates.In)
 	return appendFloat(b, s.Rates.Out)
+}
+
+// appendSide writes a Side. The node ID is the only variable-length field;
+// it is empty or one node's ID, whatever the number of clients.
+func appendSide(b []byte, s *Side) []byte {
+	b = appendCoord(b, s.Centroid)
+	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Deviation, 0)))
+	b = appendString(b, string(s.Node))
+	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Access, 0)))
+	return binary.LittleEndian.AppendUint32(b, uint32(min(max(s.Count, 0), math.MaxUint32)))
+}
+
+func (d *decoder) side() Side {
+	var s Side
+	s.Centroid = d.coord()
+	s.Deviation = d.fixedDuration()
+	s.Node = NodeID(d.string())
+	s.Access = d.fixedDuration()
+	s.Count = d.fixedCount()
+	return s
 }
 
 // DecodeSummary decodes a report written by AppendSummary. It rejects
@@ -49,13 +66,10 @@ func DecodeSummary(b []byte) (string, Summary, error) {
 		return "", Summary{}, fmt.Errorf("%w: not a summary report", ErrCorrupt)
 	}
 	topic := d.string()
-	s.ProducerCentroid = d.coord()
-	s.ConsumerCentroid = d.coord()
-	s.Deviation = d.fixedDuration()
+	s.Producers = d.side()
+	s.Consumers = d.side()
 	s.Worst = d.fixedDuration()
 	s.Publisher = NodeID(d.string())
-	s.Producers = d.fixedCount()
-	s.Consumers = d.fixedCount()
 	s.Rates.In = d.rate()
 	s.Rates.Out = d.rate()
 	if err := d.finish(); err != nil {

@@ -44,12 +44,8 @@ func (r Rates) Total() float64 { return r.In + r.Out }
 // topic's clients (Summarize). Its size does not depend on the number of
 // clients.
 type Summary struct {
-	// ProducerCentroid and ConsumerCentroid are NC_P(t) and NC_C(t); nil when
-	// the topic has no producers (consumers).
-	ProducerCentroid, ConsumerCentroid *coordinate.Coordinate
-	// Deviation is W(t), one-way: half of the largest producer deviation from
-	// NC_P plus the largest consumer deviation from NC_C (coords.Deviation).
-	Deviation time.Duration
+	// Producers and Consumers summarise the two sides of the topic.
+	Producers, Consumers Side
 	// Worst is E(t), one-way: the worst publisher -> home -> subscriber
 	// latency estimated from the clients' own coordinates and the home's
 	// coordinate when the summary was made; 0 when it had no home.
@@ -57,9 +53,31 @@ type Summary struct {
 	// Publisher is the access node of the producer with the highest rate
 	// (the lowest node ID among equals); "" without producers.
 	Publisher NodeID
-	// Producers and Consumers count the clients summarised.
-	Producers, Consumers int
-	Rates                Rates
+	Rates     Rates
+}
+
+// Deviation is W(t), one-way: the producers' deviation plus the consumers'.
+func (s *Summary) Deviation() time.Duration {
+	return s.Producers.Deviation + s.Consumers.Deviation
+}
+
+// Side summarises the producers, or the consumers, of a topic.
+type Side struct {
+	// Centroid is NC_P(t) (or NC_C(t)); nil when the side is empty.
+	Centroid *coordinate.Coordinate
+	// Deviation is half (one-way) the largest coords.Deviation of a member
+	// from Centroid.
+	Deviation time.Duration
+	// Node is the access node all members share, "" when they are on
+	// several nodes (or there are none). Coordinates cannot say that a
+	// client is close to its own access node (a node's distance to itself
+	// is never measured, and its coordinate puts it 2*(height+adjustment)
+	// away), so estimates use Access instead when the candidate is Node.
+	Node NodeID
+	// Access is the largest one-way access latency of a member.
+	Access time.Duration
+	// Count is the number of members.
+	Count int
 }
 
 // Client is one producer or consumer of a topic, as its access node sees it.
@@ -107,54 +125,59 @@ type Snapshot struct {
 // rates and thresholds are finite and non-negative.
 func (s *Snapshot) Validate() error {
 	dims := 0
-	checkCoord := func(what string, c *coordinate.Coordinate, optional bool) error {
+	// check accepts a nil c when optional; what names c, and is only
+	// called on error.
+	check := func(c *coordinate.Coordinate, optional bool, what func() string) error {
 		if c == nil && optional {
 			return nil
 		}
 		if err := coords.Check(c, dims); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrSnapshot, what, err)
+			return fmt.Errorf("%w: %s: %w", ErrSnapshot, what(), err)
 		}
 		dims = len(c.Vec)
 		return nil
 	}
-	nodes := map[NodeID]bool{}
-	for _, n := range s.Nodes {
+	nodes := make(map[NodeID]bool, len(s.Nodes))
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
 		if n.ID == "" || nodes[n.ID] {
 			return fmt.Errorf("%w: empty or duplicate node ID %q", ErrSnapshot, n.ID)
 		}
 		nodes[n.ID] = true
-		if err := checkCoord("node "+string(n.ID), n.Coord, false); err != nil {
+		if err := check(n.Coord, false, func() string { return "node " + string(n.ID) }); err != nil {
 			return err
 		}
-		for _, v := range []float64{n.Load.CPU, n.Load.Memory, n.Load.Network} {
-			if !nonNegative(v) {
-				return fmt.Errorf("%w: node %s: bad load %+v", ErrSnapshot, n.ID, n.Load)
-			}
+		if !nonNegative(n.Load.CPU) || !nonNegative(n.Load.Memory) || !nonNegative(n.Load.Network) {
+			return fmt.Errorf("%w: node %s: bad load %+v", ErrSnapshot, n.ID, n.Load)
 		}
 	}
-	topics := map[string]bool{}
+	topics := make(map[string]bool, len(s.Topics))
 	for i := range s.Topics {
 		t := &s.Topics[i]
 		if t.Name == "" || topics[t.Name] {
 			return fmt.Errorf("%w: empty or duplicate topic name %q", ErrSnapshot, t.Name)
 		}
 		topics[t.Name] = true
+		what := func() string { return "topic " + t.Name }
 		sum := &t.Summary
-		if t.Threshold < 0 || sum.Deviation < 0 || sum.Worst < 0 || !nonNegative(sum.Rates.In) || !nonNegative(sum.Rates.Out) {
+		if t.Threshold < 0 || sum.Worst < 0 || !nonNegative(sum.Rates.In) || !nonNegative(sum.Rates.Out) {
 			return fmt.Errorf("%w: topic %s: negative threshold, latency or rate", ErrSnapshot, t.Name)
 		}
-		if err := checkCoord("topic "+t.Name+" producer centroid", sum.ProducerCentroid, true); err != nil {
-			return err
-		}
-		if err := checkCoord("topic "+t.Name+" consumer centroid", sum.ConsumerCentroid, true); err != nil {
-			return err
+		for _, side := range [2]*Side{&sum.Producers, &sum.Consumers} {
+			if side.Deviation < 0 || side.Access < 0 || side.Count < 0 {
+				return fmt.Errorf("%w: topic %s: negative deviation, access latency or count", ErrSnapshot, t.Name)
+			}
+			if err := check(side.Centroid, true, what); err != nil {
+				return err
+			}
 		}
 		if t.Clients == nil {
 			continue
 		}
-		for _, list := range [][]Client{t.Clients.Producers, t.Clients.Consumers} {
-			for _, c := range list {
-				if err := checkCoord("topic "+t.Name+" client", c.Coord, false); err != nil {
+		for _, list := range [2][]Client{t.Clients.Producers, t.Clients.Consumers} {
+			for j := range list {
+				c := &list[j]
+				if err := check(c.Coord, false, what); err != nil {
 					return err
 				}
 				if c.Access < 0 || !nonNegative(c.Rate) {

@@ -9,31 +9,26 @@ import (
 	"github.com/sextantmq/sextant/internal/coords"
 )
 
-// Summarize computes a topic's monitoring summary from its clients: the
-// producer and consumer centroids, W(t), E(t) on home (home may be nil for a
-// topic without a home, then Worst is 0), the heaviest producer's node, the
-// counts and the rates. This is what a home reports per topic; its size is
-// independent of the number of clients.
-func Summarize(c Clients, home *coordinate.Coordinate) (Summary, error) {
+// Summarize computes a topic's monitoring summary from its clients: for each
+// side the centroid, deviation, shared access node and largest access
+// latency; E(t) on home (nil for a topic without a home: Worst is then 0);
+// the heaviest producer's node; and the rates. This is what a home reports
+// per topic; its size is independent of the number of clients.
+func Summarize(c Clients, home *Node) (Summary, error) {
 	var s Summary
-	var devP, devC time.Duration
 	var err error
-	s.ProducerCentroid, devP, err = centroidAndDeviation(c.Producers)
-	if err != nil {
+	if s.Producers, err = summarizeSide(c.Producers); err != nil {
 		return Summary{}, fmt.Errorf("placement: producers: %w", err)
 	}
-	s.ConsumerCentroid, devC, err = centroidAndDeviation(c.Consumers)
-	if err != nil {
+	if s.Consumers, err = summarizeSide(c.Consumers); err != nil {
 		return Summary{}, fmt.Errorf("placement: consumers: %w", err)
 	}
-	s.Deviation = (devP + devC) / 2
 	if home != nil {
-		if err := coords.Check(home, 0); err != nil {
+		if err := coords.Check(home.Coord, 0); err != nil {
 			return Summary{}, fmt.Errorf("placement: home: %w", err)
 		}
 		s.Worst = worstPairs(c, home)
 	}
-	s.Producers, s.Consumers = len(c.Producers), len(c.Consumers)
 	heaviest := -1.0
 	for _, p := range c.Producers {
 		s.Rates.In += p.Rate
@@ -47,35 +42,65 @@ func Summarize(c Clients, home *coordinate.Coordinate) (Summary, error) {
 	return s, nil
 }
 
-func centroidAndDeviation(cs []Client) (*coordinate.Coordinate, time.Duration, error) {
+func summarizeSide(cs []Client) (Side, error) {
 	if len(cs) == 0 {
-		return nil, 0, nil
+		return Side{}, nil
 	}
+	side := Side{Count: len(cs), Node: cs[0].Node}
 	list := make([]*coordinate.Coordinate, len(cs))
 	for i := range cs {
 		list[i] = cs[i].Coord
+		side.Access = max(side.Access, cs[i].Access)
+		if cs[i].Node != side.Node {
+			side.Node = ""
+		}
 	}
-	centroid, err := coords.Centroid(list)
+	var err error
+	if side.Centroid, err = coords.Centroid(list); err != nil {
+		return Side{}, err
+	}
+	dev, err := coords.MaxDeviation(list, side.Centroid)
 	if err != nil {
-		return nil, 0, err
+		return Side{}, err
 	}
-	dev, err := coords.MaxDeviation(list, centroid)
-	if err != nil {
-		return nil, 0, err
-	}
-	return centroid, dev, nil
+	side.Deviation = dev / 2
+	return side, nil
 }
 
-// worstPairs is the all-pairs estimate on node b: the largest producer ->
-// b latency plus the largest b -> consumer latency, which is the worst over
+// estimate is the side's share of W(t,n): its worst member's one-way latency
+// to n, estimated as the centroid's latency plus the deviation, or the
+// largest access latency when every member is on n. Plain skips that rule.
+func (s *Side) estimate(n *Node, plain bool) time.Duration {
+	switch {
+	case s.Centroid == nil:
+		return 0
+	case s.Node == n.ID && !plain:
+		return s.Access
+	default:
+		return coords.OneWay(s.Centroid, n.Coord) + s.Deviation
+	}
+}
+
+// clientLatency is the one-way latency between a client and node n: its
+// access latency when n is its access node, else estimated from
+// coordinates (the client's coordinate carries its access RTT).
+func clientLatency(c *Client, n *Node) time.Duration {
+	if c.Node == n.ID {
+		return c.Access
+	}
+	return coords.OneWay(c.Coord, n.Coord)
+}
+
+// worstPairs is the all-pairs estimate on node n: the largest producer -> n
+// latency plus the largest n -> consumer latency, which is the worst over
 // every producer-consumer pair since the two halves are independent.
-func worstPairs(c Clients, b *coordinate.Coordinate) time.Duration {
+func worstPairs(c Clients, n *Node) time.Duration {
 	var p, q time.Duration
 	for i := range c.Producers {
-		p = max(p, coords.OneWay(c.Producers[i].Coord, b))
+		p = max(p, clientLatency(&c.Producers[i], n))
 	}
 	for i := range c.Consumers {
-		q = max(q, coords.OneWay(b, c.Consumers[i].Coord))
+		q = max(q, clientLatency(&c.Consumers[i], n))
 	}
 	return p + q
 }
