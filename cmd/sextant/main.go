@@ -22,6 +22,7 @@ var version = "dev"
 // CLI is the command tree. Each command type is defined in its own file.
 type CLI struct {
 	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
 }
 
 // env is what every command's Run receives: where to write, and a context
