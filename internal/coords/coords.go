@@ -146,3 +146,31 @@ func MaxRTT(cs []*coordinate.Coordinate, b *coordinate.Coordinate) time.Duration
 func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
+
+// EnclosingCenter approximates the point that minimises the largest
+// Deviation of the members of cs: the centre of their smallest enclosing
+// ball. It starts at the Centroid and, for the given number of iterations,
+// steps towards the member with the largest deviation by 1/(i+1) of the way
+// (Badoiu and Clarkson's iteration); height and adjustment stay the
+// centroid's. Unlike the centroid, a few far members pull it as much as many
+// near ones, so RTT(center, b) + MaxDeviation bounds the worst member more
+// tightly. Deterministic.
+func EnclosingCenter(cs []*coordinate.Coordinate, iterations int) (*coordinate.Coordinate, error) {
+	c, err := Centroid(cs)
+	if err != nil || len(cs) == 1 {
+		return c, err
+	}
+	for i := 1; i <= iterations; i++ {
+		far, farDev := cs[0], Deviation(cs[0], c)
+		for _, m := range cs[1:] {
+			if d := Deviation(m, c); d > farDev {
+				far, farDev = m, d
+			}
+		}
+		step := 1 / float64(i+1)
+		for k := range c.Vec {
+			c.Vec[k] += (far.Vec[k] - c.Vec[k]) * step
+		}
+	}
+	return c, nil
+}

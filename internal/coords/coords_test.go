@@ -140,3 +140,31 @@ func TestRTTMatchesSerfDistance(t *testing.T) {
 		}
 	}
 }
+
+func TestEnclosingCenterTightensTheBound(t *testing.T) {
+	// Five members at one place and one far away: the centroid sits near the
+	// five, the enclosing centre halfway.
+	var cs []*coordinate.Coordinate
+	for i := 0; i < 5; i++ {
+		cs = append(cs, coord(0.001, 0, 0))
+	}
+	cs = append(cs, coord(0.001, 0.060, 0))
+	centroid, _ := Centroid(cs)
+	center, err := EnclosingCenter(cs, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devCentroid, _ := MaxDeviation(cs, centroid)
+	devCenter, _ := MaxDeviation(cs, center)
+	if !near(devCentroid, 50*time.Millisecond) || devCenter > 31*time.Millisecond {
+		t.Fatalf("max deviation: centroid %v (want 50ms), enclosing centre %v (want ~30ms)", devCentroid, devCenter)
+	}
+	again, _ := EnclosingCenter(cs, 64)
+	if again.Vec[0] != center.Vec[0] {
+		t.Fatal("not deterministic")
+	}
+	one, _ := EnclosingCenter(cs[:1], 64)
+	if RTT(one, cs[0]) != RTT(cs[0], cs[0]) {
+		t.Fatal("centre of one member is not the member")
+	}
+}

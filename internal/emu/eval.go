@@ -66,7 +66,7 @@ type score struct {
 }
 
 // policyNames are the policies every scenario compares, in table order.
-var policyNames = []string{"centroid", "centroid-plain", "allpairs", "oracle", "publisher", "hash"}
+var policyNames = []string{"centroid", "centroid-plain", "center", "allpairs", "oracle", "publisher", "hash"}
 
 func (w *world) policy(name string) placement.Policy {
 	switch name {
@@ -74,6 +74,8 @@ func (w *world) policy(name string) placement.Policy {
 		return placement.Centroid{}
 	case "centroid-plain":
 		return placement.Centroid{Plain: true}
+	case "center":
+		return placement.Center{}
 	case "allpairs":
 		return placement.AllPairs{}
 	case "oracle":

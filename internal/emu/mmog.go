@@ -44,10 +44,10 @@ func RunMMOG(ctx context.Context, opt Options, multi bool) (*Result, error) {
 	}
 	r := &Result{
 		Scenario: "mmog", XLabel: "cities", Threshold: mmogThreshold, Policies: policyNames,
-		Title: "MMOG, one avatar topic per client (1 producer)",
+		Title: "MMOG avatar topics (1 producer)",
 	}
 	if multi {
-		r.Scenario, r.Title = "mmog-multi", "MMOG, one group topic per group (several producers)"
+		r.Scenario, r.Title = "mmog-multi", "MMOG group topics (several producers)"
 	}
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("seed %d; %d permutations per point over %d topologies (random sets of cities among %d US cities, each with its own Vivaldi coordinates)",

@@ -95,14 +95,14 @@ func (r *MonitoringResult) rate(topics, size int) float64 {
 func (r *MonitoringResult) Markdown() string {
 	var b strings.Builder
 	b.WriteString("## Monitoring cost per topic (`monitoring`)\n\n")
-	b.WriteString("| clients per topic | centroid report (B) | all-pairs report (B) | all-pairs / centroid |\n|---:|---:|---:|---:|\n")
+	b.WriteString("| clients per topic | summary report (B) | all-pairs report (B) | all-pairs / summary |\n|---:|---:|---:|---:|\n")
 	for i, n := range r.ClientsPerTopic {
 		fmt.Fprintf(&b, "| %d | %d | %d | %.1f |\n", n, r.Summary[i], r.AllPairs[i], float64(r.AllPairs[i])/float64(r.Summary[i]))
 	}
 	fmt.Fprintf(&b, "\nMonitoring traffic to the placement manager (kB/s, one report per topic every %v):\n\n", r.Period)
 	b.WriteString("| clients per topic |")
 	for _, t := range r.Topics {
-		fmt.Fprintf(&b, " centroid, %d topics | all-pairs, %d topics |", t, t)
+		fmt.Fprintf(&b, " summary, %d topics | all-pairs, %d topics |", t, t)
 	}
 	b.WriteString("\n|---:|" + strings.Repeat("---:|---:|", len(r.Topics)) + "\n")
 	for i, n := range r.ClientsPerTopic {
@@ -124,7 +124,7 @@ func (r *MonitoringResult) Markdown() string {
 // against clients per topic, and data rate against the number of topics.
 func (r *MonitoringResult) Files() []File {
 	var csv bytes.Buffer
-	csv.WriteString("clients_per_topic,centroid_bytes,allpairs_bytes\n")
+	csv.WriteString("clients_per_topic,summary_bytes,allpairs_bytes\n")
 	for i, n := range r.ClientsPerTopic {
 		fmt.Fprintf(&csv, "%d,%d,%d\n", n, r.Summary[i], r.AllPairs[i])
 	}
@@ -132,7 +132,7 @@ func (r *MonitoringResult) Files() []File {
 		Title: "Monitoring report size per topic", XLabel: "clients per topic", YLabel: "bytes per topic per report",
 		LogX: true, LogY: true,
 	}
-	s, a := series{Name: "centroid"}, series{Name: "all-pairs"}
+	s, a := series{Name: "summary"}, series{Name: "all-pairs"}
 	for i, n := range r.ClientsPerTopic {
 		s.X, s.Y = append(s.X, float64(n)), append(s.Y, float64(r.Summary[i]))
 		a.X, a.Y = append(a.X, float64(n)), append(a.Y, float64(r.AllPairs[i]))
@@ -145,7 +145,7 @@ func (r *MonitoringResult) Files() []File {
 	// The centroid report does not depend on the clients: one line, drawn
 	// with the largest report measured.
 	largest := slices.Max(r.Summary)
-	c := series{Name: "centroid, any clients"}
+	c := series{Name: "summary, any clients"}
 	for _, t := range r.Topics {
 		c.X, c.Y = append(c.X, float64(t)), append(c.Y, r.rate(t, largest))
 	}

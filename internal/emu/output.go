@@ -14,6 +14,12 @@ type File struct {
 	Data []byte
 }
 
+// policyColours keep a policy's colour the same on every chart.
+var policyColours = map[string]string{
+	"centroid": "#1f77b4", "centroid-plain": "#17becf", "center": "#2ca02c", "allpairs": "#9467bd",
+	"oracle": "#000000", "publisher": "#ff7f0e", "hash": "#d62728",
+}
+
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Markdown renders the result as a Markdown section: one table per point of
@@ -69,7 +75,7 @@ func (r *Result) Files() []File {
 		YLabel: "producer-consumer pairs over Lth (%)",
 	}
 	for i, name := range r.Policies {
-		w := series{Name: name, Dash: strings.HasSuffix(name, "-plain")}
+		w := series{Name: name, Dash: strings.HasSuffix(name, "-plain"), Color: policyColours[name]}
 		v := w
 		for _, p := range r.Points {
 			w.X, w.Y = append(w.X, float64(p.X)), append(w.Y, msf(p.Stats[i].MeanWorst))

@@ -63,7 +63,7 @@ func TestMMOGPoliciesRankAsExpected(t *testing.T) {
 	}
 }
 
-func TestMMOGMultiCentroidBeatsPublisher(t *testing.T) {
+func TestMMOGMultiCentroidBeatsPublisherAndCenterTracksAllPairs(t *testing.T) {
 	opt := Options{Permutations: 4, Topologies: 2, Seed: 2, Vivaldi: VivaldiConfig{Rounds: 200, Jitter: 0.05}}
 	t.Logf("seed %d", opt.Seed)
 	r, err := RunMMOG(context.Background(), opt, true)
@@ -71,8 +71,12 @@ func TestMMOGMultiCentroidBeatsPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range r.Points {
-		if c, pub := stats(r, i, "centroid"), stats(r, i, "publisher"); c.MeanTopicWorst >= pub.MeanTopicWorst {
+		c, ctr, a, pub := stats(r, i, "centroid"), stats(r, i, "center"), stats(r, i, "allpairs"), stats(r, i, "publisher")
+		if c.MeanTopicWorst >= pub.MeanTopicWorst {
 			t.Errorf("%d cities: centroid topic worst %v, publisher-local %v", p.X, c.MeanTopicWorst, pub.MeanTopicWorst)
+		}
+		if ctr.MeanTopicWorst > a.MeanTopicWorst*105/100 || ctr.MeanTopicWorst > c.MeanTopicWorst {
+			t.Errorf("%d cities: center topic worst %v, all-pairs %v, centroid %v", p.X, ctr.MeanTopicWorst, a.MeanTopicWorst, c.MeanTopicWorst)
 		}
 	}
 }

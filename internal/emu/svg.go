@@ -22,9 +22,10 @@ type chart struct {
 }
 
 type series struct {
-	Name string
-	X, Y []float64
-	Dash bool
+	Name  string
+	X, Y  []float64
+	Dash  bool
+	Color string // "" picks from the palette by position
 }
 
 // palette gives each series a colour, by position.
@@ -80,7 +81,10 @@ func (c *chart) svg() []byte {
 	}
 	// Series and legend.
 	for i, s := range c.Series {
-		colour := palette[i%len(palette)]
+		colour := s.Color
+		if colour == "" {
+			colour = palette[i%len(palette)]
+		}
 		dash := ""
 		if s.Dash {
 			dash = ` stroke-dasharray="5 3"`

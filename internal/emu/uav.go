@@ -51,7 +51,7 @@ func RunUAV(ctx context.Context, opt Options) (*Result, error) {
 	}
 	r := &Result{
 		Scenario: "uav", XLabel: "MEC zones", Threshold: uavThreshold, Policies: policyNames,
-		Title: fmt.Sprintf("UAV swarms over %s base-station sites", opt.Sites),
+		Title: fmt.Sprintf("UAV swarms (%s sites)", opt.Sites),
 	}
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("seed %d; %d permutations per point; sites: %s (%d)", opt.Seed, opt.Permutations, opt.Sites, len(sites)),

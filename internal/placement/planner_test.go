@@ -282,7 +282,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 	t.Logf("seed %d", seed)
 	snap := randomSnapshot(rand.New(rand.NewPCG(seed, 0)))
 	prev := State{Round: 3, LastMove: map[string]uint64{"t01": 3, "t02": 1}}
-	for _, policy := range []Policy{Centroid{}, AllPairs{}, Hash{}, Publisher{}} {
+	for _, policy := range []Policy{Centroid{}, Center{}, AllPairs{}, Hash{}, Publisher{}} {
 		cfg := DefaultConfig()
 		cfg.Policy = policy
 		want, wantState, err := Plan(snap, cfg, prev)

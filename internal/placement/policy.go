@@ -36,6 +36,7 @@ type Candidate struct {
 // Compile-time guards.
 var (
 	_ Policy = Centroid{}
+	_ Policy = Center{}
 	_ Policy = AllPairs{}
 	_ Policy = Hash{}
 	_ Policy = Publisher{}
@@ -53,8 +54,28 @@ type Centroid struct {
 
 // Rank implements Policy.
 func (c Centroid) Rank(t *Topic, nodes []Node) Ranking {
+	by := byCentroid
+	if c.Plain {
+		by = byCentroidPlain
+	}
+	return rankBySides(t, nodes, by)
+}
+
+// Center is Centroid with each side's smallest-enclosing-ball centre and
+// radius (Side.Center, Side.Radius) in place of its centroid and deviation:
+// W(t,b) = d(C_P(t), b) + d(C_C(t), b) + R_P(t) + R_C(t). The summary has the
+// same size; the bound is tighter when a side's members are unevenly spread
+// (several producers in a few far cities).
+type Center struct{}
+
+// Rank implements Policy.
+func (Center) Rank(t *Topic, nodes []Node) Ranking {
+	return rankBySides(t, nodes, byCenter)
+}
+
+func rankBySides(t *Topic, nodes []Node, by aggregate) Ranking {
 	return rankByEstimate(t, nodes, func(n *Node) time.Duration {
-		return t.Summary.Producers.estimate(n, c.Plain) + t.Summary.Consumers.estimate(n, c.Plain)
+		return t.Summary.Producers.estimate(n, by) + t.Summary.Consumers.estimate(n, by)
 	})
 }
 

@@ -7,20 +7,21 @@ import (
 	"time"
 )
 
-func TestCentroidEstimateBoundsAllPairs(t *testing.T) {
+func TestSummaryEstimatesBoundAllPairs(t *testing.T) {
 	const seed = 3
 	t.Logf("seed %d", seed)
 	snap := randomSnapshot(rand.New(rand.NewPCG(seed, 0)))
 	for i := range snap.Topics {
 		tp := &snap.Topics[i]
-		cr, ar := Centroid{}.Rank(tp, snap.Nodes), AllPairs{}.Rank(tp, snap.Nodes)
 		all := map[NodeID]time.Duration{}
-		for _, c := range ar.Candidates {
+		for _, c := range (AllPairs{}).Rank(tp, snap.Nodes).Candidates {
 			all[c.Node] = c.Estimate
 		}
-		for _, c := range cr.Candidates {
-			if c.Estimate+time.Microsecond < all[c.Node] {
-				t.Fatalf("%s on %s: centroid W(t,b) %v below all-pairs %v", tp.Name, c.Node, c.Estimate, all[c.Node])
+		for _, p := range []Policy{Centroid{}, Center{}} {
+			for _, c := range p.Rank(tp, snap.Nodes).Candidates {
+				if c.Estimate+time.Microsecond < all[c.Node] {
+					t.Fatalf("%T: %s on %s: W(t,b) %v below all-pairs %v", p, tp.Name, c.Node, c.Estimate, all[c.Node])
+				}
 			}
 		}
 	}
@@ -137,5 +138,33 @@ func TestClientsOnTheCandidateCountOnlyTheirAccess(t *testing.T) {
 	mixed := topic("m", a, 0, Clients{Producers: []Client{client(a, ms(5), 1), client(b, ms(5), 1)}})
 	if mixed.Summary.Producers.Node != "" {
 		t.Fatalf("clients on two nodes share node %q", mixed.Summary.Producers.Node)
+	}
+}
+
+// Five clients at a and one at b, each publishing and subscribing: the
+// centroid sits near a and its deviation is large, so W(t,b) favours a
+// (true worst 100 ms); the enclosing centre sits halfway, and m (50 ms) wins.
+func TestCenterBeatsCentroidOnUnevenSpread(t *testing.T) {
+	a, b, m := node("a", 0, 0), node("b", 100, 0), node("m", 50, 0)
+	var c Clients
+	for i := 0; i < 6; i++ {
+		n := a
+		if i == 5 {
+			n = b
+		}
+		c.Producers = append(c.Producers, client(n, 0, 1))
+		c.Consumers = append(c.Consumers, client(n, 0, 1))
+	}
+	tp := topic("t", Node{}, 0, c)
+	nodes := []Node{a, b, m}
+	if got := (Centroid{}).Rank(&tp, nodes).Candidates[0].Node; got != "a" {
+		t.Fatalf("setup: centroid picks %s", got)
+	}
+	best := Center{}.Rank(&tp, nodes).Candidates[0]
+	if best.Node != "m" || best.Estimate < ms(49) || best.Estimate > ms(52) {
+		t.Fatalf("center picks %+v, want m at about 50ms", best)
+	}
+	if all := (AllPairs{}).Rank(&tp, nodes).Candidates[0]; all.Node != "m" {
+		t.Fatalf("all-pairs picks %+v", all)
 	}
 }

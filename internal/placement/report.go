@@ -42,6 +42,8 @@ func AppendSummary(b []byte, topic string, s Summary) []byte {
 func appendSide(b []byte, s *Side) []byte {
 	b = appendCoord(b, s.Centroid)
 	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Deviation, 0)))
+	b = appendCoord(b, s.Center)
+	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Radius, 0)))
 	b = appendString(b, string(s.Node))
 	b = binary.LittleEndian.AppendUint64(b, uint64(max(s.Access, 0)))
 	return binary.LittleEndian.AppendUint32(b, uint32(min(max(s.Count, 0), math.MaxUint32)))
@@ -51,6 +53,8 @@ func (d *decoder) side() Side {
 	var s Side
 	s.Centroid = d.coord()
 	s.Deviation = d.fixedDuration()
+	s.Center = d.coord()
+	s.Radius = d.fixedDuration()
 	s.Node = NodeID(d.string())
 	s.Access = d.fixedDuration()
 	s.Count = d.fixedCount()

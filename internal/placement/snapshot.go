@@ -68,6 +68,12 @@ type Side struct {
 	// Deviation is half (one-way) the largest coords.Deviation of a member
 	// from Centroid.
 	Deviation time.Duration
+	// Center is the approximate centre of the members' smallest enclosing
+	// ball (coords.EnclosingCenter) and Radius half the largest deviation
+	// from it: the same bound as Centroid and Deviation, tighter when the
+	// members are unevenly spread. Used by the Center policy.
+	Center *coordinate.Coordinate
+	Radius time.Duration
 	// Node is the access node all members share, "" when they are on
 	// several nodes (or there are none). Coordinates cannot say that a
 	// client is close to its own access node (a node's distance to itself
@@ -164,10 +170,13 @@ func (s *Snapshot) Validate() error {
 			return fmt.Errorf("%w: topic %s: negative threshold, latency or rate", ErrSnapshot, t.Name)
 		}
 		for _, side := range [2]*Side{&sum.Producers, &sum.Consumers} {
-			if side.Deviation < 0 || side.Access < 0 || side.Count < 0 {
-				return fmt.Errorf("%w: topic %s: negative deviation, access latency or count", ErrSnapshot, t.Name)
+			if side.Deviation < 0 || side.Radius < 0 || side.Access < 0 || side.Count < 0 {
+				return fmt.Errorf("%w: topic %s: negative deviation, radius, access latency or count", ErrSnapshot, t.Name)
 			}
 			if err := check(side.Centroid, true, what); err != nil {
+				return err
+			}
+			if err := check(side.Center, true, what); err != nil {
 				return err
 			}
 		}

@@ -64,18 +64,42 @@ func summarizeSide(cs []Client) (Side, error) {
 		return Side{}, err
 	}
 	side.Deviation = dev / 2
+	if side.Center, err = coords.EnclosingCenter(list, centerIterations); err != nil {
+		return Side{}, err
+	}
+	radius, err := coords.MaxDeviation(list, side.Center)
+	if err != nil {
+		return Side{}, err
+	}
+	side.Radius = radius / 2
 	return side, nil
 }
 
+// centerIterations bounds the work of coords.EnclosingCenter; its radius is
+// measured afterwards, so fewer iterations only loosen the bound.
+const centerIterations = 48
+
+// aggregate selects which point and spread of a Side an estimate uses.
+type aggregate uint8
+
+const (
+	byCentroid      aggregate = iota // centroid and deviation, local rule
+	byCentroidPlain                  // centroid and deviation, as published
+	byCenter                         // enclosing centre and radius, local rule
+)
+
 // estimate is the side's share of W(t,n): its worst member's one-way latency
-// to n, estimated as the centroid's latency plus the deviation, or the
-// largest access latency when every member is on n. Plain skips that rule.
-func (s *Side) estimate(n *Node, plain bool) time.Duration {
+// to n, estimated as the centroid's (or centre's) latency plus the deviation
+// (or radius), or the largest access latency when every member is on n
+// (except by the published formula).
+func (s *Side) estimate(n *Node, by aggregate) time.Duration {
 	switch {
 	case s.Centroid == nil:
 		return 0
-	case s.Node == n.ID && !plain:
+	case s.Node == n.ID && by != byCentroidPlain:
 		return s.Access
+	case by == byCenter && s.Center != nil:
+		return coords.OneWay(s.Center, n.Coord) + s.Radius
 	default:
 		return coords.OneWay(s.Centroid, n.Coord) + s.Deviation
 	}
