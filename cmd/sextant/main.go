@@ -25,6 +25,7 @@ type CLI struct {
 	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs."`
 	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
 	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
 }
 
 // env is what every command's Run receives: where to write, and a context

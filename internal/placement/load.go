@@ -1,0 +1,86 @@
+package placement
+
+// loads is the planner's projection of every node's load as topics are taken
+// off and put on nodes during one round. Utilisation is modelled as
+// proportional to the total message rate (In + Out) of the topics a node
+// hosts, per resource, with the node's own ratio measured in the snapshot
+// (ePulsar Section 3.4.3); a node hosting no traffic uses the mean ratio of
+// the nodes that do.
+type loads struct {
+	limit   float64 // utilisation above which a node is overloaded
+	maxOut  float64 // output messages/s above which a node is overloaded; 0: no limit
+	byNode  map[NodeID]*nodeLoad
+	ordered []*nodeLoad // by node ID
+}
+
+type nodeLoad struct {
+	id   NodeID
+	util [3]float64 // CPU, memory, network
+	per  [3]float64 // utilisation per message/s of topic rate
+	rate float64    // total In+Out of hosted topics
+	out  float64    // total Out of hosted topics
+}
+
+func newLoads(nodes []Node, topics []*Topic, limit, maxOut float64) *loads {
+	l := &loads{limit: limit, maxOut: maxOut, byNode: make(map[NodeID]*nodeLoad, len(nodes))}
+	for i := range nodes {
+		n := &nodes[i]
+		nl := &nodeLoad{id: n.ID, util: [3]float64{n.Load.CPU, n.Load.Memory, n.Load.Network}}
+		l.byNode[n.ID] = nl
+		l.ordered = append(l.ordered, nl)
+	}
+	for _, t := range topics {
+		if nl := l.byNode[t.Home]; nl != nil {
+			nl.rate += t.Summary.Rates.Total()
+			nl.out += t.Summary.Rates.Out
+		}
+	}
+	var mean [3]float64
+	busy := 0
+	for _, nl := range l.ordered {
+		if nl.rate > 0 {
+			busy++
+			for r := range nl.util {
+				nl.per[r] = nl.util[r] / nl.rate
+				mean[r] += nl.per[r]
+			}
+		}
+	}
+	for _, nl := range l.ordered {
+		if nl.rate == 0 && busy > 0 {
+			for r := range mean {
+				nl.per[r] = mean[r] / float64(busy)
+			}
+		}
+	}
+	return l
+}
+
+func (l *loads) overloaded(nl *nodeLoad) bool {
+	for _, u := range nl.util {
+		if u > l.limit {
+			return true
+		}
+	}
+	return l.maxOut > 0 && nl.out > l.maxOut
+}
+
+// canHost reports whether adding t keeps nl from being overloaded.
+func (l *loads) canHost(nl *nodeLoad, t *Topic) bool {
+	rate := t.Summary.Rates.Total()
+	for r, u := range nl.util {
+		if u+nl.per[r]*rate > l.limit {
+			return false
+		}
+	}
+	return l.maxOut == 0 || nl.out+t.Summary.Rates.Out <= l.maxOut
+}
+
+func (l *loads) add(nl *nodeLoad, t *Topic, sign float64) {
+	rate := t.Summary.Rates.Total()
+	for r := range nl.util {
+		nl.util[r] = max(0, nl.util[r]+sign*nl.per[r]*rate)
+	}
+	nl.rate = max(0, nl.rate+sign*rate)
+	nl.out = max(0, nl.out+sign*t.Summary.Rates.Out)
+}
