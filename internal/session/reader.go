@@ -214,7 +214,9 @@ func (c *Conn) end(publishWill bool) {
 
 // waitForRoom blocks while the response FIFO is at its bound or, for MQTT
 // 3.1.1 clients (which have no Receive Maximum to respect), while the
-// client has as many unacknowledged publishes as the node allows.
+// client has as many unacknowledged publishes as the node allows. QoS 2
+// flows waiting for the client's PUBREL do not count: the reader must read
+// on to receive it.
 func (c *Conn) waitForRoom() error {
 	s := c.s
 	for {
@@ -224,7 +226,7 @@ func (c *Conn) waitForRoom() error {
 			return errClosing
 		}
 		full := len(c.w.resp) >= respBound ||
-			(c.version != packet.V5 && c.w.inflightIn >= int(c.env.Limits.ReceiveMaximum))
+			(c.version != packet.V5 && c.w.inflightIn-c.w.awaitRel >= int(c.env.Limits.ReceiveMaximum))
 		if !full {
 			s.mu.Unlock()
 			return nil
@@ -420,6 +422,9 @@ func (c *Conn) onAck(p *packet.Ack) error {
 		s.mu.Lock()
 		_, ok := s.mu.inbound[p.PacketID]
 		delete(s.mu.inbound, p.PacketID)
+		if ok && c.w.awaitRel > 0 {
+			c.w.awaitRel--
+		}
 		persist := ok && s.mu.expiry > 0 && c.env.Store != nil
 		s.mu.Unlock()
 		code := packet.Success

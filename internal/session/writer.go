@@ -118,7 +118,11 @@ func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, 
 	for n < len(c.w.resp) && c.w.resp[n].ready && len(items) < maxBatchItems {
 		sl := c.w.resp[n]
 		if sl.dec || (sl.qos2 && sl.ack.ReasonCode.IsError()) {
-			c.w.inflightIn--
+			if c.w.inflightIn > 0 { // a PUBCOMP may end a flow of an earlier connection
+				c.w.inflightIn--
+			}
+		} else if sl.qos2 {
+			c.w.awaitRel++
 		}
 		items = append(items, outItem{p: sl.p})
 		n++
