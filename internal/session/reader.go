@@ -139,6 +139,7 @@ func (c *Conn) sendFinal(code packet.ReasonCode, reason string) {
 
 func (c *Conn) setFinalLocked(code packet.ReasonCode, reason string) {
 	c.w.closing = true
+	c.wakeReaderLocked()
 	c.w.flushed = make(chan struct{})
 	if c.version == packet.V5 {
 		d := &packet.Disconnect{ReasonCode: code}
@@ -191,10 +192,7 @@ func (c *Conn) end(publishWill bool) {
 		s.mu.Lock()
 		already := c.w.gone
 		c.w.gone = true
-		if c.w.space != nil {
-			close(c.w.space)
-			c.w.space = nil
-		}
+		c.wakeReaderLocked()
 		s.mu.Unlock()
 		if already {
 			return
@@ -209,6 +207,14 @@ func (c *Conn) end(publishWill bool) {
 	case <-c.done:
 	default:
 		close(c.done)
+	}
+}
+
+// wakeReaderLocked wakes a reader parked in waitForRoom.
+func (c *Conn) wakeReaderLocked() {
+	if c.w.space != nil {
+		close(c.w.space)
+		c.w.space = nil
 	}
 }
 

@@ -75,6 +75,10 @@ func (c *Conn) writeLoop() {
 		var ok bool
 		if buf, ok = c.send(buf, items, now); !ok {
 			s.mu.Lock()
+			// Nothing more can be written: the reader, which may be parked
+			// waiting for responses to drain, must end the connection.
+			c.w.closing = true
+			c.wakeReaderLocked()
 			c.stopWritingLocked()
 			s.mu.Unlock()
 			c.closeSocket()
@@ -131,10 +135,7 @@ func (c *Conn) collectLocked(now time.Time, ops *store.Batch) (items []outItem, 
 		rest := copy(c.w.resp, c.w.resp[n:])
 		clear(c.w.resp[rest:])
 		c.w.resp = c.w.resp[:rest]
-		if c.w.space != nil {
-			close(c.w.space)
-			c.w.space = nil
-		}
+		c.wakeReaderLocked()
 	}
 
 	// After (re)binding, unacknowledged messages go again, in order.
