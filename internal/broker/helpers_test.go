@@ -58,10 +58,20 @@ func expectPublish(t *testing.T, r *brokertest.Raw, topic, payload string) *pack
 	return p
 }
 
-// publishAcked sends a QoS 1 PUBLISH and waits for its PUBACK, so the
-// message has been routed to every subscriber when it returns.
+// publishAcked sends a PUBLISH and completes its flow (QoS 0: a PINGREQ
+// round trip, as the reader routes a publish before reading the next
+// packet), so the message has been routed to every subscriber when it
+// returns. It returns the PUBACK or PUBREC (nil for QoS 0).
 func publishAcked(t *testing.T, r *brokertest.Raw, pid uint16, p *packet.Publish) *packet.Ack {
 	t.Helper()
+	if p.QoS == 0 {
+		p.PacketID = 0
+		r.Send(p)
+		if got := r.Ping(); len(got) > 0 {
+			t.Fatalf("publisher got %s", packet.Describe(got[0]))
+		}
+		return nil
+	}
 	p.PacketID = pid
 	r.Send(p)
 	kind := packet.PUBACK
