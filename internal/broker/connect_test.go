@@ -39,9 +39,7 @@ func TestConnectCleanStartAndSessionPresentV5(t *testing.T) {
 		t.Fatal("clean start after a persistent session: session present")
 	}
 	p.Pub("t", 1, false, "gone")
-	if got := c.Ping(); len(got) != 0 {
-		t.Fatalf("subscription survived clean start: %s", packet.Describe(got[0]))
-	}
+	expectNothing(t, c, "subscription survived clean start")
 	c.Send(&packet.Disconnect{})
 	c.Closed()
 

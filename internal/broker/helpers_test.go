@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -105,3 +106,33 @@ func fastConfig(t *testing.T) config.Config {
 
 func u32(v uint32) *uint32 { return &v }
 func u16(v uint16) *uint16 { return &v }
+
+// drain returns the PUBLISH packets the broker has queued for r so far. It
+// publishes a QoS 0 message to a private $-topic (no "#" subscriber sees
+// it) that r subscribes to, and collects until it comes back: deliveries
+// leave a session's queue in order, so everything routed to r before has
+// arrived by then. (A PINGREQ is no barrier for deliveries: a response may
+// leave before messages queued earlier.) It must not be used while r's
+// in-flight window is full, which holds back QoS 0 messages queued behind.
+func drain(t *testing.T, r *brokertest.Raw) []*packet.Publish {
+	t.Helper()
+	topic := fmt.Sprintf("$drain/%p", r)
+	r.Subscribe(0xfff0, sub(topic, 0))
+	r.Send(pub(topic, 0, 0, "drain"))
+	var out []*packet.Publish
+	for {
+		p := brokertest.Expect[*packet.Publish](r)
+		if p.Topic == topic {
+			return out
+		}
+		out = append(out, p)
+	}
+}
+
+// expectNothing checks that nothing was queued for r (see drain).
+func expectNothing(t *testing.T, r *brokertest.Raw, what string) {
+	t.Helper()
+	if got := drain(t, r); len(got) > 0 {
+		t.Fatalf("%s: got %s", what, packet.Describe(got[0]))
+	}
+}
