@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -136,3 +137,9 @@ func expectNothing(t *testing.T, r *brokertest.Raw, what string) {
 		t.Fatalf("%s: got %s", what, packet.Describe(got[0]))
 	}
 }
+
+func ctx5() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 5*time.Second)
+}
+
+func intp(v int) *int { return &v }
