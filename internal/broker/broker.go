@@ -123,7 +123,10 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		}
 		wait, busy := b.mu.attaching[id]
 		if !busy {
-			if b.mu.conns >= b.cfg.MaxConnections {
+			// A client replacing its own live connection is no new
+			// connection: refusing it would leave the client locked out
+			// until the broker noticed the old one was dead.
+			if b.mu.conns >= b.cfg.MaxConnections && !b.connectedLocked(id) {
 				b.mu.Unlock()
 				return nil, false, packet.ServerBusy, "too many connections"
 			}
@@ -184,6 +187,14 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		b.persistSession(s, time.Time{}, nil)
 	}
 	return s, present, packet.Success, ""
+}
+
+// connectedLocked reports whether client id has a connection bound. It
+// takes the session's lock under b.mu; a session never calls the broker
+// while holding its own lock, so the order cannot invert.
+func (b *Broker) connectedLocked(id string) bool {
+	s := b.mu.sessions[id]
+	return s != nil && s.Online()
 }
 
 // Detach implements session.Hub: a connection bound to s has ended.
