@@ -109,24 +109,29 @@ func u32(v uint32) *uint32 { return &v }
 func u16(v uint16) *uint16 { return &v }
 
 // drain returns the PUBLISH packets the broker has queued for r so far. It
-// publishes a QoS 0 message to a private $-topic (no "#" subscriber sees
-// it) that r subscribes to, and collects until it comes back: deliveries
-// leave a session's queue in order, so everything routed to r before has
-// arrived by then. (A PINGREQ is no barrier for deliveries: a response may
-// leave before messages queued earlier.) It must not be used while r's
-// in-flight window is full, which holds back QoS 0 messages queued behind.
+// publishes a QoS 0 marker to "$d" (no "#" subscriber sees a $-topic),
+// which r subscribes to, and collects until its own marker comes back:
+// deliveries leave a session's queue in order, so everything routed to r
+// before has arrived by then. Other clients' markers are skipped. (A
+// PINGREQ is no barrier for deliveries: a response may leave before
+// messages queued earlier.) It must not be used while r's in-flight window
+// is full, which holds back QoS 0 messages queued behind.
 func drain(t *testing.T, r *brokertest.Raw) []*packet.Publish {
 	t.Helper()
-	topic := fmt.Sprintf("$drain/%p", r)
+	const topic = "$d"
+	marker := fmt.Sprintf("%p", r)
 	r.Subscribe(0xfff0, sub(topic, 0))
-	r.Send(pub(topic, 0, 0, "drain"))
+	r.Send(pub(topic, 0, 0, marker))
 	var out []*packet.Publish
 	for {
 		p := brokertest.Expect[*packet.Publish](r)
-		if p.Topic == topic {
+		switch {
+		case p.Topic == topic && string(p.Payload) == marker:
 			return out
+		case p.Topic == topic:
+		default:
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
 }
 
