@@ -105,8 +105,18 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Bro
 var _ session.Hub = (*Broker)(nil)
 
 // ServeConn serves one client connection until it ends (listener.Handler).
+// Connections that arrive once Close has begun are closed at once; the
+// check and the Add are under b.mu so that every Add happens before Close's
+// Wait (a WaitGroup must not be added to concurrently with Wait).
 func (b *Broker) ServeConn(c net.Conn) {
+	b.mu.Lock()
+	if b.mu.closing {
+		b.mu.Unlock()
+		_ = c.Close()
+		return
+	}
 	b.connsWG.Add(1)
+	b.mu.Unlock()
 	defer b.connsWG.Done()
 	session.Serve(c, b.env)
 }
