@@ -297,3 +297,83 @@ func TestServerKeepAlive(t *testing.T) {
 		t.Fatalf("paho: server keep alive %v", ka)
 	}
 }
+
+// TestConnectRefusals: CONNECTs the broker refuses with a reason code.
+func TestConnectRefusals(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.MaxClientIDLength = 8
+	n := brokertest.Start(t, cfg)
+	cp := connect5("c", true, 0)
+	cp.Props.SetAuthMethod("SCRAM-SHA-1")
+	r, ack := n.RawConnect(cp)
+	if ack.ReasonCode != packet.BadAuthenticationMethod {
+		t.Fatalf("auth method: %s", packet.Describe(ack))
+	}
+	r.ExpectClosedSilently()
+	r, ack = n.RawConnect(connect5("much-too-long", true, 0))
+	if ack.ReasonCode != packet.ClientIdentifierNotValid {
+		t.Fatalf("long client id: %s", packet.Describe(ack))
+	}
+	r.ExpectClosedSilently()
+	r, ack = n.RawConnect(connect3("much-too-long", true))
+	if ack.ReasonCode != packet.ClientIdentifierNotValid {
+		t.Fatalf("3.1.1 long client id: %s", packet.Describe(ack))
+	}
+	r.ExpectClosedSilently()
+	cp = withWill(connect5("c", true, 0), "will/x", "\xff", 0, false, 0)
+	cp.WillProps.SetPayloadFormat(1)
+	r, ack = n.RawConnect(cp)
+	if ack.ReasonCode != packet.PayloadFormatInvalid {
+		t.Fatalf("will payload not UTF-8: %s", packet.Describe(ack))
+	}
+	r.ExpectClosedSilently()
+}
+
+// TestMaxSessionExpiry: a client asking for more than max-session-expiry
+// gets the cap in CONNACK, and the session ends after the cap.
+func TestMaxSessionExpiry(t *testing.T) {
+	clk := manualClock()
+	cfg := brokertest.Config(t)
+	cfg.MaxSessionExpiry = time.Minute
+	n := brokertest.StartClock(t, cfg, clk)
+	r, ack := rawConnect(t, n, connect5("c", true, 3600))
+	if !ack.Props.Has(packet.PropSessionExpiry) || ack.Props.SessionExpiry != 60 {
+		t.Fatalf("CONNACK %s", packet.Describe(ack))
+	}
+	r.Send(&packet.Disconnect{})
+	r.Closed()
+	n.WaitSessions(0, 1)
+	clk.Advance(61 * time.Second)
+	if _, ack = rawConnect(t, n, connect5("c", false, 3600)); ack.SessionPresent {
+		t.Fatal("session outlived max-session-expiry")
+	}
+	// 3.1.1 persistent sessions ("never expire") are capped too.
+	r, _ = rawConnect(t, n, connect3("c3", false))
+	r.Send(&packet.Disconnect{})
+	r.Closed()
+	n.WaitSessions(1, 1)
+	clk.Advance(61 * time.Second)
+	if _, ack = rawConnect(t, n, connect3("c3", false)); ack.SessionPresent {
+		t.Fatal("3.1.1 session outlived max-session-expiry")
+	}
+}
+
+// TestTakeoverKeepsInFlightMessages: a connection taking over a persistent
+// session gets the messages the old one had not acknowledged, DUP set.
+func TestTakeoverKeepsInFlightMessages(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	old, _ := rawConnect(t, n, connect5("s", true, 600))
+	old.Subscribe(1, sub("t", 1))
+	p, _ := rawConnect(t, n, connect5("p", true, 0))
+	publishAcked(t, p, 1, pub("t", 1, 0, "unacked"))
+	m := expectPublish(t, old, "t", "unacked")
+	nw, _ := rawConnect(t, n, connect5("s", false, 600))
+	old.ExpectDisconnect(packet.SessionTakenOver)
+	r := expectPublish(t, nw, "t", "unacked")
+	if !r.Dup || r.PacketID != m.PacketID {
+		t.Fatalf("after takeover: %s (first id %d)", packet.Describe(r), m.PacketID)
+	}
+	nw.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: r.PacketID})
+	publishAcked(t, p, 2, pub("t", 1, 0, "next"))
+	expectPublish(t, nw, "t", "next")
+}

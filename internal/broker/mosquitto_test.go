@@ -137,6 +137,18 @@ func (sp *subProc) wait(t *testing.T) []string {
 
 var mosquittoVersions = []struct{ flag, name string }{{"mqttv311", "311"}, {"mqttv5", "5"}}
 
+// TestMosquittoV31: MQTT 3.1 ("MQIsdp") clients are served with 3.1.1 rules.
+func TestMosquittoV31(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	m := newMosquitto(t, n)
+	sp := m.subscribe(n, "-V", "mqttv31", "-i", "sub31", "-t", "m31/#", "-q", "2", "-C", "2", "-F", "%t|%q|%p")
+	m.publish("-V", "mqttv31", "-i", "pub31", "-t", "m31/a", "-q", "2", "-m", "old protocol")
+	m.publish("-V", "mqttv5", "-t", "m31/b", "-q", "1", "-m", "new protocol")
+	if got := sp.wait(t); strings.Join(got, ",") != "m31/a|2|old protocol,m31/b|1|new protocol" {
+		t.Fatalf("mosquitto_sub -V mqttv31 got %q", got)
+	}
+}
+
 // TestMosquittoPubSub: mosquitto_pub and mosquitto_sub, 3.1.1 and 5, at every
 // QoS, with the QoS each message arrives at.
 func TestMosquittoPubSub(t *testing.T) {

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -343,6 +344,44 @@ func TestV311PublisherBeyondReceiveMaximumIsThrottledNotStuck(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		if m := s.Next(); string(m.Payload()) != fmt.Sprint(i) {
 			t.Fatalf("got %q, want %d", m.Payload(), i)
+		}
+	}
+}
+
+// TestLargeMessagesAndFanOut: a message near the maximum packet size goes
+// through intact at each QoS; a message reaches 100 subscribers once each.
+func TestLargeMessagesAndFanOut(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	s := v5(n, "s")
+	s.Sub("big", 2)
+	p := v5(n, "p")
+	payload := make([]byte, 1<<20-100)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	for q := byte(0); q <= 2; q++ {
+		ctx, cancel := ctx5()
+		if _, err := p.Publish(ctx, &paho.Publish{Topic: "big", QoS: q, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if m := s.Next(); !bytes.Equal(m.Payload, payload) || m.QoS != q {
+			t.Fatalf("QoS %d: got %d bytes at QoS %d", q, len(m.Payload), m.QoS)
+		}
+	}
+
+	var subs []*brokertest.Raw
+	for i := 0; i < 100; i++ {
+		r, _ := rawConnect(t, n, connect5(fmt.Sprint("fan", i), true, 0))
+		r.Subscribe(1, sub("fan/+", 1))
+		subs = append(subs, r)
+	}
+	rp, _ := rawConnect(t, n, connect5("rp", true, 0))
+	publishAcked(t, rp, 1, pub("fan/out", 1, 0, "all"))
+	for i, r := range subs {
+		got := drain(t, r)
+		if len(got) != 1 || string(got[0].Payload) != "all" {
+			t.Fatalf("subscriber %d got %d messages", i, len(got))
 		}
 	}
 }

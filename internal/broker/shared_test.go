@@ -102,3 +102,30 @@ func TestSharedSubscriptionNoLocalIsProtocolError(t *testing.T) {
 	r.Send(&packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "$share/g/t", QoS: 1, NoLocal: true}}})
 	r.ExpectDisconnect(packet.ProtocolError)
 }
+
+// TestSharedSubscriptionFilters: malformed share names are refused, and a
+// shared "#" does not match $-topics.
+func TestSharedSubscriptionFilters(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	r, _ := rawConnect(t, n, connect5("c", true, 0))
+	for _, f := range []string{"$share/g", "$share//t", "$share/g+/t", "$share/g#/t", "$share/g/"} {
+		if sa := r.Subscribe(1, sub(f, 1)); sa.Codes[0] != packet.TopicFilterInvalid {
+			t.Errorf("%q: %s", f, packet.Describe(sa))
+		}
+	}
+	r.Subscribe(2, sub("$share/g/#", 0))
+	p, _ := rawConnect(t, n, connect5("p", true, 0))
+	publishAcked(t, p, 1, pub("$x/y", 0, 0, "dollar"))
+	publishAcked(t, p, 2, pub("x/y", 0, 0, "plain"))
+	got := drain(t, r)
+	if len(got) != 1 || got[0].Topic != "x/y" {
+		t.Fatalf("shared # got %v", got)
+	}
+	// Unsubscribing a shared subscription stops it.
+	r.Send(&packet.Unsubscribe{PacketID: 3, Filters: []string{"$share/g/#"}})
+	if ua := brokertest.Expect[*packet.Unsuback](r); ua.Codes[0] != packet.Success {
+		t.Fatalf("UNSUBACK %s", packet.Describe(ua))
+	}
+	publishAcked(t, p, 3, pub("x/y", 0, 0, "after"))
+	expectNothing(t, r, "after unsubscribe")
+}

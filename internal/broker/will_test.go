@@ -160,3 +160,21 @@ func TestWillPropertiesAndRetain(t *testing.T) {
 		t.Fatalf("retained will user properties via paho: %v", got.Properties.User)
 	}
 }
+
+// TestWillOnTakeoverWithDelay: a takeover that continues the session is not
+// the end of the session: a delayed will is not published. A takeover with
+// clean start ends the session: the will goes.
+func TestWillOnTakeoverWithDelay(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	w, p := watcher(t, n)
+	rawConnect(t, n, withWill(connect5("c", true, 600), "will/c", "kept session", 0, false, 30))
+	c2, _ := rawConnect(t, n, connect5("c", false, 600))
+	expectNoWill(t, w, p)
+	c2.Close() // c2 has no will
+	n.WaitSessions(2, 1)
+	expectNoWill(t, w, p)
+
+	rawConnect(t, n, withWill(connect5("d", true, 600), "will/d", "clean start", 0, false, 30))
+	rawConnect(t, n, connect5("d", true, 600))
+	expectPublish(t, w, "will/d", "clean start")
+}
