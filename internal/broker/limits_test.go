@@ -272,3 +272,38 @@ func TestSlowConsumerPersistent(t *testing.T) {
 		t.Fatalf("%v messages dropped", d)
 	}
 }
+
+// TestPublishingToOwnSubscriptionIsNotSlowConsumer: a client subscribed to
+// the topic it publishes on, reading and acknowledging everything promptly,
+// must not be treated as a slow consumer when it pipelines more messages
+// than its queue holds: the queue drains only as the client's
+// acknowledgements are read, by the same reader that routes its publishes.
+func TestPublishingToOwnSubscriptionIsNotSlowConsumer(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.MaxQueuedMessages = 5
+	cfg.SlowConsumer = 300 * time.Millisecond
+	n := brokertest.Start(t, cfg)
+	cp := connect5("echo", true, 0)
+	cp.Props.SetReceiveMaximum(2)
+	c, _ := rawConnect(t, n, cp)
+	c.Subscribe(1, sub("echo", 1))
+	const total = 20
+	for i := 1; i <= total; i++ {
+		c.Send(pub("echo", 1, uint16(i), fmt.Sprint(i)))
+	}
+	acks, msgs := 0, 0
+	for acks < total || msgs < total {
+		switch p := c.Recv().(type) {
+		case *packet.Ack:
+			acks++
+		case *packet.Publish:
+			msgs++
+			c.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID})
+		case *packet.Disconnect:
+			t.Fatalf("after %d messages and %d acks: %s", msgs, acks, packet.Describe(p))
+		}
+	}
+	if got := brokertest.Value(n.Metrics().SlowConsumers); got != 0 {
+		t.Fatalf("slow consumers %v", got)
+	}
+}
