@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/brokertest"
+	"github.com/sextantmq/sextant/internal/metrics"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -183,4 +184,86 @@ func TestExpiryAndWillsAcrossRestart(t *testing.T) {
 	if st := n.Broker().Stats(); st.Sessions != 0 {
 		t.Fatalf("%d sessions survived their expiry during downtime", st.Sessions)
 	}
+}
+
+// TestSpilledQueueSurvivesRestart: an offline persistent session's messages
+// beyond the in-memory queue (spilled to disk) survive a restart and arrive
+// in order; past max-stored-messages new messages are dropped and counted;
+// an unsubscribe is durable too.
+func TestSpilledQueueSurvivesRestart(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.MaxQueuedMessages = 3
+	cfg.MaxStoredMessages = 10
+	n := brokertest.Start(t, cfg)
+	s, _ := rawConnect(t, n, connect5("s", true, 3600))
+	s.Subscribe(1, sub("sp", 1), sub("gone", 1))
+	s.Send(&packet.Unsubscribe{PacketID: 2, Filters: []string{"gone"}})
+	brokertest.Expect[*packet.Unsuback](s)
+	s.Send(&packet.Disconnect{})
+	s.Closed()
+	n.WaitSessions(0, 1)
+
+	p, _ := rawConnect(t, n, connect5("p", true, 0))
+	const total = 20 // 3 in memory, 10 on disk beyond them, 7 dropped
+	for i := 1; i <= total; i++ {
+		publishAcked(t, p, uint16(i), pub("sp", 1, 0, fmt.Sprint(i)))
+	}
+	publishAcked(t, p, 100, pub("gone", 1, 0, "unsubscribed"))
+	if d := n.Dropped(metrics.DropSessionQuota); d != 7 {
+		t.Fatalf("dropped{session_quota} = %v, want 7", d)
+	}
+	p.Close()
+	n = n.Restart()
+	s, _ = rawConnect(t, n, connect5("s", false, 3600))
+	for i := 1; i <= 13; i++ {
+		m := expectPublish(t, s, "sp", fmt.Sprint(i))
+		s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
+	}
+	expectNothing(t, s, "beyond the stored quota, or unsubscribed")
+}
+
+// TestSpilledQueueAcrossReconnects: a persistent subscriber that reads part
+// of a spilled backlog, drops its connection with a message unacknowledged
+// and comes back gets the rest, in order, the unacknowledged one first with
+// DUP set, and nothing twice.
+func TestSpilledQueueAcrossReconnects(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.MaxQueuedMessages = 3
+	n := brokertest.Start(t, cfg)
+	cp := connect5("s", true, 3600)
+	cp.Props.SetReceiveMaximum(1)
+	s, _ := rawConnect(t, n, cp)
+	s.Subscribe(1, sub("bk", 1))
+	p, _ := rawConnect(t, n, connect5("p", true, 0))
+	const total = 30
+	for i := 1; i <= total; i++ {
+		publishAcked(t, p, uint16(i), pub("bk", 1, 0, fmt.Sprint(i)))
+	}
+	next := 1
+	for round := 0; next <= total; round++ {
+		if round > 0 {
+			cp.CleanStart = false
+			s, _ = rawConnect(t, n, cp)
+		}
+		for k := 0; k < 7 && next <= total; k++ {
+			m := expectPublish(t, s, "bk", fmt.Sprint(next))
+			if k == 0 && round > 0 && !m.Dup {
+				t.Fatalf("round %d: unacknowledged message resent without DUP", round)
+			}
+			if k < 6 {
+				s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
+				next++
+			}
+		}
+		if next > total {
+			break
+		}
+		s.Close() // the last one received is unacknowledged
+		n.WaitSessions(1, 1)
+		if round%2 == 1 {
+			n = n.Restart()
+			p, _ = rawConnect(t, n, connect5("p", true, 0))
+		}
+	}
+	expectNothing(t, s, "duplicate")
 }
