@@ -267,3 +267,45 @@ func TestSpilledQueueAcrossReconnects(t *testing.T) {
 	}
 	expectNothing(t, s, "duplicate")
 }
+
+// TestEndedSessionsStayEndedAfterRestart: a persistent session discarded by
+// clean start, or ended by DISCONNECT with session expiry 0, leaves nothing
+// on disk: after a restart it is not present and its old messages never
+// arrive.
+func TestEndedSessionsStayEndedAfterRestart(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	for _, id := range []string{"clean", "zero"} {
+		s, _ := rawConnect(t, n, connect5(id, true, 3600))
+		s.Subscribe(1, sub("e/"+id, 1))
+		s.Send(&packet.Disconnect{})
+		s.Closed()
+	}
+	n.WaitSessions(0, 2)
+	p, _ := rawConnect(t, n, connect5("p", true, 0))
+	publishAcked(t, p, 1, pub("e/clean", 1, 0, "old"))
+	publishAcked(t, p, 2, pub("e/zero", 1, 0, "old"))
+	p.Close()
+
+	c, _ := rawConnect(t, n, connect5("clean", true, 0)) // discards the session
+	c.Send(&packet.Disconnect{})
+	c.Closed()
+	z, _ := rawConnect(t, n, connect5("zero", false, 3600))
+	expectPublish(t, z, "e/zero", "old") // not acknowledged: it would be resent
+	d := &packet.Disconnect{}
+	d.Props.SetSessionExpiry(0)
+	z.Send(d)
+	z.Closed()
+	n.WaitSessions(0, 0)
+
+	n = n.Restart()
+	if st := n.Broker().Stats(); st.Sessions != 0 || st.Subscriptions != 0 {
+		t.Fatalf("after restart: %+v", st)
+	}
+	for _, id := range []string{"clean", "zero"} {
+		s, ack := rawConnect(t, n, connect5(id, false, 3600))
+		if ack.SessionPresent {
+			t.Fatalf("%s: session present", id)
+		}
+		expectNothing(t, s, id+": old message")
+	}
+}

@@ -47,10 +47,13 @@ func TestKill9KeepsAcknowledgedMessages(t *testing.T) {
 	bin := brokertest.BuildSextant(t)
 	dir := t.TempDir()
 	addr := brokertest.FreeAddr(t)
-	args := []string{"--data-dir", dir, "--fsync", "always", "--log-level", "warn"}
+	args := []string{"--data-dir", dir, "--fsync", "always", "--log-level", "warn", "--max-keepalive", "20"}
 	p := brokertest.StartProcess(t, bin, addr, args...)
 
 	s := subscriber(t, addr, true)
+	if ka := s.Connack.Properties.ServerKeepAlive; ka == nil || *ka != 20 {
+		t.Fatalf("--max-keepalive 20: server keep alive %v", ka)
+	}
 	s.Sub("k9/#", 1)
 	if err := s.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)
@@ -67,7 +70,7 @@ func TestKill9KeepsAcknowledgedMessages(t *testing.T) {
 	}
 
 	p.Kill() // every message above was acknowledged
-	brokertest.StartProcess(t, bin, addr, args...)
+	p = brokertest.StartProcess(t, bin, addr, args...)
 
 	s = subscriber(t, addr, false)
 	if !s.Connack.SessionPresent {
@@ -82,5 +85,19 @@ func TestKill9KeepsAcknowledgedMessages(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("received %d of %d acknowledged messages", i, n)
 		}
+	}
+
+	// SIGTERM: a graceful shutdown tells v5 clients 0x8B.
+	p.Stop()
+	select {
+	case d := <-s.Disconnects:
+		if d.ReasonCode != 0x8B {
+			t.Fatalf("DISCONNECT 0x%02x on SIGTERM", d.ReasonCode)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no DISCONNECT on SIGTERM")
+	}
+	if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM\n%s", code, p.Output())
 	}
 }
