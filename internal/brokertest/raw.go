@@ -185,6 +185,41 @@ func (r *Raw) TryRecv() packet.Packet {
 	}
 }
 
+// Available returns the packets already received, without waiting.
+func (r *Raw) Available() []packet.Packet {
+	out := r.held
+	r.held = nil
+	for {
+		select {
+		case p, ok := <-r.in:
+			if !ok {
+				return out
+			}
+			out = append(out, p)
+		default:
+			return out
+		}
+	}
+}
+
+// RecvWithin returns the next packet, or nil if none comes within d or the
+// connection has ended.
+func (r *Raw) RecvWithin(d time.Duration) packet.Packet {
+	if len(r.held) > 0 {
+		p := r.held[0]
+		r.held = r.held[1:]
+		return p
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case p := <-r.in:
+		return p
+	case <-t.C:
+		return nil
+	}
+}
+
 // Recv returns the next packet the broker sent; it fails the test if the
 // connection ends first.
 func (r *Raw) Recv() packet.Packet {
