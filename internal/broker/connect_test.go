@@ -377,3 +377,19 @@ func TestTakeoverKeepsInFlightMessages(t *testing.T) {
 	publishAcked(t, p, 2, pub("t", 1, 0, "next"))
 	expectPublish(t, nw, "t", "next")
 }
+
+// TestServerDisconnectRightAfterConnack: a DISCONNECT the broker sends while
+// the connection's reader is between packets (here: a shutdown at once
+// after CONNACK, before the reader is back in its read) must reach the
+// client before the socket closes. The window is narrow, so the test tries
+// it many times.
+func TestServerDisconnectRightAfterConnack(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.WSAddr, cfg.AdminAddr = "", ""
+	for i := 0; i < 50; i++ {
+		n := brokertest.Start(t, cfg)
+		c, _ := rawConnect(t, n, connect5("c", true, 0))
+		n.Stop()
+		c.ExpectDisconnect(packet.ServerShuttingDown)
+	}
+}

@@ -27,6 +27,9 @@ func (c *Conn) readLoop() {
 	defer func() { c.end(publishWill) }()
 	for {
 		if err := c.waitForRoom(); err != nil {
+			// The broker is closing the connection: let the writer put
+			// its DISCONNECT on the wire before end closes the socket.
+			c.waitFlushed()
 			return
 		}
 		p, err := c.r.Next()
@@ -127,8 +130,19 @@ func (c *Conn) sendFinal(code packet.ReasonCode, reason string) {
 		return
 	}
 	c.setFinalLocked(code, reason)
+	c.s.mu.Unlock()
+	c.waitFlushed()
+}
+
+// waitFlushed waits, at most two seconds, until the writer has sent the
+// final packet the connection was given, if any.
+func (c *Conn) waitFlushed() {
+	c.s.mu.Lock()
 	flushed := c.w.flushed
 	c.s.mu.Unlock()
+	if flushed == nil {
+		return
+	}
 	t := c.env.Clock.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {
