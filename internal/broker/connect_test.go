@@ -228,6 +228,7 @@ func TestSessionTakeover(t *testing.T) {
 }
 
 func TestKeepAliveDropsSilentClientAndPublishesWill(t *testing.T) {
+	t.Parallel() // waits on real keep-alive timeouts
 	n := brokertest.Start(t, brokertest.Config(t))
 	w := v5(n, "watcher")
 	w.Sub("will/+", 1)
@@ -269,6 +270,7 @@ func TestKeepAliveDropsSilentClientAndPublishesWill(t *testing.T) {
 }
 
 func TestServerKeepAlive(t *testing.T) {
+	t.Parallel() // waits on real keep-alive timeouts
 	cfg := brokertest.Config(t)
 	cfg.MaxKeepAlive = 1
 	n := brokertest.Start(t, cfg)
