@@ -257,6 +257,17 @@ func TestMessageExpiry(t *testing.T) {
 	s2.Subscribe(1, sub("ex/#", 1))
 	expectNothing(t, s2, "expired retained message delivered")
 
+	// A retained message's interval counts down too.
+	rl := retained("rx/rl", 1, "retained long")
+	rl.Props.SetMessageExpiry(100)
+	publishAcked(t, p, 6, rl)
+	clk.Advance(40 * time.Second)
+	s3, _ := rawConnect(t, n, connect5("s3", true, 0))
+	s3.Subscribe(1, sub("rx/rl", 1))
+	if m := expectPublish(t, s3, "rx/rl", "retained long"); m.Props.MessageExpiry != 60 {
+		t.Fatalf("retained after 40 s of 100: %s", packet.Describe(m))
+	}
+
 	// A live delivery carries the interval as published.
 	live := pub("ex/live", 1, 0, "live")
 	live.Props.SetMessageExpiry(100)
@@ -473,4 +484,26 @@ func TestGracefulShutdownSends8B(t *testing.T) {
 		t.Fatal("paho got no DISCONNECT")
 	}
 	<-done
+}
+
+// TestNoMatchingSubscribers: a v5 QoS 1/2 publish nobody subscribes to is
+// acknowledged with 0x10; a 3.1.1 one with a plain acknowledgement.
+func TestNoMatchingSubscribers(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	p, _ := rawConnect(t, n, connect5("p", true, 0))
+	if a := publishAcked(t, p, 1, pub("nobody", 1, 0, "x")); a.ReasonCode != packet.NoMatchingSubscribers {
+		t.Fatalf("PUBACK %s", packet.Describe(a))
+	}
+	if a := publishAcked(t, p, 2, pub("nobody", 2, 0, "x")); a.ReasonCode != packet.NoMatchingSubscribers {
+		t.Fatalf("PUBREC %s", packet.Describe(a))
+	}
+	s, _ := rawConnect(t, n, connect5("s", true, 0))
+	s.Subscribe(1, sub("$share/g/somebody", 1))
+	if a := publishAcked(t, p, 3, pub("somebody", 1, 0, "x")); a.ReasonCode != packet.Success {
+		t.Fatalf("PUBACK with a shared subscriber %s", packet.Describe(a))
+	}
+	p3, _ := rawConnect(t, n, connect3("p3", true))
+	if a := publishAcked(t, p3, 1, pub("nobody", 1, 0, "x")); a.ReasonCode != packet.Success {
+		t.Fatalf("3.1.1 PUBACK %s", packet.Describe(a))
+	}
 }
