@@ -1,7 +1,12 @@
 // Package brokertest runs Sextant nodes for tests: in-process nodes on
-// ephemeral loopback ports with a temporary data directory, and helpers to
-// connect real MQTT clients (paho v5 and v3.1.1) to them. It is imported only
-// by tests.
+// ephemeral loopback ports with a temporary data directory (optionally on a
+// manual clock), the real sextant binary as a child process (BuildSextant,
+// StartProcess), helpers to connect real MQTT clients (paho v5 and v3.1.1)
+// to them, and Raw, a packet-level client built on internal/mqtt/packet that
+// shows exactly what the broker sends. It is imported only by tests.
+//
+// Helpers fail the test from the test's goroutine only; each wait is bounded
+// (a few seconds) so a broken broker fails a test instead of hanging it.
 package brokertest
 
 import (
