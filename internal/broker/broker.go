@@ -108,8 +108,18 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Bro
 var _ session.Hub = (*Broker)(nil)
 
 // ServeConn serves one client connection until it ends (listener.Handler).
+// Connections that arrive once Close has begun are closed at once; the
+// check and the Add are under b.mu so that every Add happens before Close's
+// Wait (a WaitGroup must not be added to concurrently with Wait).
 func (b *Broker) ServeConn(c net.Conn) {
+	b.mu.Lock()
+	if b.mu.closing {
+		b.mu.Unlock()
+		_ = c.Close()
+		return
+	}
 	b.connsWG.Add(1)
+	b.mu.Unlock()
 	defer b.connsWG.Done()
 	session.Serve(c, b.env)
 }
@@ -126,7 +136,10 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		}
 		wait, busy := b.mu.attaching[id]
 		if !busy {
-			if b.mu.conns >= b.cfg.MaxConnections {
+			// A client replacing its own live connection is no new
+			// connection: refusing it would leave the client locked out
+			// until the broker noticed the old one was dead.
+			if b.mu.conns >= b.cfg.MaxConnections && !b.connectedLocked(id) {
 				b.mu.Unlock()
 				return nil, false, packet.ServerBusy, "too many connections"
 			}
@@ -201,6 +214,14 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		b.persistSession(s, time.Time{}, nil)
 	}
 	return s, present, packet.Success, ""
+}
+
+// connectedLocked reports whether client id has a connection bound. It
+// takes the session's lock under b.mu; a session never calls the broker
+// while holding its own lock, so the order cannot invert.
+func (b *Broker) connectedLocked(id string) bool {
+	s := b.mu.sessions[id]
+	return s != nil && s.Online()
 }
 
 // Detach implements session.Hub: a connection bound to s has ended.

@@ -1,7 +1,12 @@
 // Package brokertest runs Sextant nodes for tests: in-process nodes on
-// ephemeral loopback ports with a temporary data directory, and helpers to
-// connect real MQTT clients (paho v5 and v3.1.1) to them. It is imported only
-// by tests.
+// ephemeral loopback ports with a temporary data directory (optionally on a
+// manual clock), the real sextant binary as a child process (BuildSextant,
+// StartProcess), helpers to connect real MQTT clients (paho v5 and v3.1.1)
+// to them, and Raw, a packet-level client built on internal/mqtt/packet that
+// shows exactly what the broker sends. It is imported only by tests.
+//
+// Helpers fail the test from the test's goroutine only; each wait is bounded
+// (a few seconds) so a broken broker fails a test instead of hanging it.
 package brokertest
 
 import (
@@ -12,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/node"
 )
@@ -19,8 +25,9 @@ import (
 // Node is a running in-process node.
 type Node struct {
 	*node.Node
-	T   testing.TB
-	Cfg config.Config
+	T     testing.TB
+	Cfg   config.Config
+	Clock clock.Clock // nil: the wall clock
 }
 
 // Config returns a config for a test node: ephemeral loopback ports, a fresh
@@ -40,18 +47,27 @@ func Config(t testing.TB) config.Config {
 // Start starts a node with cfg and stops it when the test ends.
 func Start(t testing.TB, cfg config.Config) *Node {
 	t.Helper()
+	return StartClock(t, cfg, nil)
+}
+
+// StartClock starts a node whose broker runs on clk (nil: the wall clock),
+// for example a clocktest.Manual that drives expiry and will delays.
+// Socket deadlines are computed from clk too, so a manual clock should start
+// near the wall clock's time.
+func StartClock(t testing.TB, cfg config.Config, clk clock.Clock) *Node {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("SEXTANT_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	n, err := node.New(cfg, node.Options{Log: log, Version: "test"})
+	n, err := node.New(cfg, node.Options{Log: log, Version: "test", Clock: clk})
 	if err != nil {
 		t.Fatalf("brokertest: new node: %v", err)
 	}
 	if err := n.Start(); err != nil {
 		t.Fatalf("brokertest: start node: %v", err)
 	}
-	tn := &Node{Node: n, T: t, Cfg: cfg}
+	tn := &Node{Node: n, T: t, Cfg: cfg, Clock: clk}
 	t.Cleanup(func() { tn.Stop() })
 	return tn
 }
@@ -65,14 +81,14 @@ func (n *Node) Stop() {
 	}
 }
 
-// Restart stops the node and starts a new one on the same data directory and
-// the same ports.
+// Restart stops the node and starts a new one on the same data directory,
+// the same ports and the same clock.
 func (n *Node) Restart() *Node {
 	n.T.Helper()
 	cfg := n.Cfg
 	cfg.MQTTAddr, cfg.WSAddr, cfg.AdminAddr = n.Addr("mqtt"), n.Addr("ws"), n.Addr("admin")
 	n.Stop()
-	return Start(n.T, cfg)
+	return StartClock(n.T, cfg, n.Clock)
 }
 
 // MQTT is the node's MQTT TCP address.

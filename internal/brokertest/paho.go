@@ -3,6 +3,7 @@ package brokertest
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -33,9 +34,15 @@ func (n *Node) ConnectV5(cp *paho.Connect) *V5 {
 // TryConnectV5 connects a paho v5 client and returns the error, if any.
 // tweak may adjust the client config (e.g. manual acknowledgement).
 func (n *Node) TryConnectV5(cp *paho.Connect, tweak func(*paho.ClientConfig)) (*V5, error) {
-	v := &V5{T: n.T, Msgs: make(chan *paho.Publish, 100000), Disconnects: make(chan *paho.Disconnect, 4)}
+	return TryConnectV5To(n.T, n.Dial(), cp, tweak)
+}
+
+// TryConnectV5To connects a paho v5 client over an open connection (to a
+// node in another process, or over WebSocket).
+func TryConnectV5To(t testing.TB, conn net.Conn, cp *paho.Connect, tweak func(*paho.ClientConfig)) (*V5, error) {
+	v := &V5{T: t, Msgs: make(chan *paho.Publish, 100000), Disconnects: make(chan *paho.Disconnect, 4)}
 	cfg := paho.ClientConfig{
-		Conn: n.Dial(),
+		Conn: conn,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			v.Msgs <- pr.Packet
 			return true, nil
@@ -54,7 +61,7 @@ func (n *Node) TryConnectV5(cp *paho.Connect, tweak func(*paho.ClientConfig)) (*
 	if err != nil {
 		return v, err
 	}
-	n.T.Cleanup(func() { _ = v.Client.Disconnect(&paho.Disconnect{}) })
+	t.Cleanup(func() { _ = v.Client.Disconnect(&paho.Disconnect{}) })
 	return v, nil
 }
 
@@ -117,8 +124,14 @@ type V3 struct {
 // ConnectV3 connects a paho 3.1.1 client; opts may adjust the options.
 func (n *Node) ConnectV3(clientID string, clean bool, opts func(*pahov3.ClientOptions)) *V3 {
 	n.T.Helper()
-	v := &V3{T: n.T, Msgs: make(chan pahov3.Message, 100000)}
-	o := pahov3.NewClientOptions().AddBroker("tcp://" + n.MQTT()).SetClientID(clientID).
+	return ConnectV3To(n.T, "tcp://"+n.MQTT(), clientID, clean, opts)
+}
+
+// ConnectV3To connects a paho 3.1.1 client to a broker URL (tcp://host:port).
+func ConnectV3To(t testing.TB, url, clientID string, clean bool, opts func(*pahov3.ClientOptions)) *V3 {
+	t.Helper()
+	v := &V3{T: t, Msgs: make(chan pahov3.Message, 100000)}
+	o := pahov3.NewClientOptions().AddBroker(url).SetClientID(clientID).
 		SetCleanSession(clean).SetProtocolVersion(4).SetAutoReconnect(false).SetConnectRetry(false).
 		SetOrderMatters(true).SetDefaultPublishHandler(func(_ pahov3.Client, m pahov3.Message) { v.Msgs <- m })
 	if opts != nil {
@@ -127,9 +140,9 @@ func (n *Node) ConnectV3(clientID string, clean bool, opts func(*pahov3.ClientOp
 	v.Client = pahov3.NewClient(o)
 	tok := v.Connect()
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		n.T.Fatalf("brokertest: v3 connect %q: %v", clientID, tok.Error())
+		t.Fatalf("brokertest: v3 connect %q: %v", clientID, tok.Error())
 	}
-	n.T.Cleanup(func() { v.Disconnect(100) })
+	t.Cleanup(func() { v.Disconnect(100) })
 	return v
 }
 

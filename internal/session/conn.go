@@ -57,6 +57,7 @@ type Conn struct {
 		finalSent  bool
 		gone       bool // the connection has ended
 		inflightIn int  // inbound QoS>0 publishes not yet fully acknowledged
+		awaitRel   int  // of those, QoS 2 flows whose PUBREC was written: the client's PUBREL is next
 		space      chan struct{}
 		flushed    chan struct{} // closed by the writer after the final packet
 	}

@@ -27,6 +27,9 @@ func (c *Conn) readLoop() {
 	defer func() { c.end(publishWill) }()
 	for {
 		if err := c.waitForRoom(); err != nil {
+			// The broker is closing the connection: let the writer put
+			// its DISCONNECT on the wire before end closes the socket.
+			c.waitFlushed()
 			return
 		}
 		p, err := c.r.Next()
@@ -127,8 +130,19 @@ func (c *Conn) sendFinal(code packet.ReasonCode, reason string) {
 		return
 	}
 	c.setFinalLocked(code, reason)
+	c.s.mu.Unlock()
+	c.waitFlushed()
+}
+
+// waitFlushed waits, at most two seconds, until the writer has sent the
+// final packet the connection was given, if any.
+func (c *Conn) waitFlushed() {
+	c.s.mu.Lock()
 	flushed := c.w.flushed
 	c.s.mu.Unlock()
+	if flushed == nil {
+		return
+	}
 	t := c.env.Clock.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {
@@ -139,6 +153,7 @@ func (c *Conn) sendFinal(code packet.ReasonCode, reason string) {
 
 func (c *Conn) setFinalLocked(code packet.ReasonCode, reason string) {
 	c.w.closing = true
+	c.wakeReaderLocked()
 	c.w.flushed = make(chan struct{})
 	if c.version == packet.V5 {
 		d := &packet.Disconnect{ReasonCode: code}
@@ -191,10 +206,7 @@ func (c *Conn) end(publishWill bool) {
 		s.mu.Lock()
 		already := c.w.gone
 		c.w.gone = true
-		if c.w.space != nil {
-			close(c.w.space)
-			c.w.space = nil
-		}
+		c.wakeReaderLocked()
 		s.mu.Unlock()
 		if already {
 			return
@@ -212,9 +224,19 @@ func (c *Conn) end(publishWill bool) {
 	}
 }
 
+// wakeReaderLocked wakes a reader parked in waitForRoom.
+func (c *Conn) wakeReaderLocked() {
+	if c.w.space != nil {
+		close(c.w.space)
+		c.w.space = nil
+	}
+}
+
 // waitForRoom blocks while the response FIFO is at its bound or, for MQTT
 // 3.1.1 clients (which have no Receive Maximum to respect), while the
-// client has as many unacknowledged publishes as the node allows.
+// client has as many unacknowledged publishes as the node allows. QoS 2
+// flows waiting for the client's PUBREL do not count: the reader must read
+// on to receive it.
 func (c *Conn) waitForRoom() error {
 	s := c.s
 	for {
@@ -224,7 +246,7 @@ func (c *Conn) waitForRoom() error {
 			return errClosing
 		}
 		full := len(c.w.resp) >= respBound ||
-			(c.version != packet.V5 && c.w.inflightIn >= int(c.env.Limits.ReceiveMaximum))
+			(c.version != packet.V5 && c.w.inflightIn-c.w.awaitRel >= int(c.env.Limits.ReceiveMaximum))
 		if !full {
 			s.mu.Unlock()
 			return nil
@@ -418,6 +440,9 @@ func (c *Conn) onAck(p *packet.Ack) error {
 		s.mu.Lock()
 		_, ok := s.mu.inbound[p.PacketID]
 		delete(s.mu.inbound, p.PacketID)
+		if ok && c.w.awaitRel > 0 {
+			c.w.awaitRel--
+		}
 		persist := ok && s.mu.expiry > 0 && c.env.Store != nil
 		s.mu.Unlock()
 		code := packet.Success

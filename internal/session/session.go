@@ -419,12 +419,17 @@ func (s *Session) Deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 		s.pushLocked(d)
 		return Queued, nil
 	}
-	if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() {
+	if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() && d.Msg.Publisher != s.ID {
 		if s.mu.space == nil {
 			s.mu.space = make(chan struct{})
 		}
 		return Full, s.mu.space
 	}
+	// A client's own message is queued even past the bound: its publisher
+	// is this session's reader, which must not wait for room that only the
+	// acknowledgements it has yet to read can make. The overflow is bounded
+	// by what the reader accepts before it stops (receive maximum, response
+	// FIFO).
 	s.pushLocked(d)
 	return Queued, nil
 }

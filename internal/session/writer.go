@@ -88,6 +88,10 @@ func (c *Conn) writeLoop() {
 		var ok bool
 		if buf, ok = c.send(buf, items, now); !ok {
 			s.mu.Lock()
+			// Nothing more can be written: the reader, which may be parked
+			// waiting for responses to drain, must end the connection.
+			c.w.closing = true
+			c.wakeReaderLocked()
 			c.stopWritingLocked()
 			s.mu.Unlock()
 			c.closeSocket()
@@ -129,7 +133,11 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 	for n < len(c.w.resp) && c.w.resp[n].ready && len(items) < maxBatchItems {
 		sl := c.w.resp[n]
 		if sl.dec || (sl.qos2 && sl.ack.ReasonCode.IsError()) {
-			c.w.inflightIn--
+			if c.w.inflightIn > 0 { // a PUBCOMP may end a flow of an earlier connection
+				c.w.inflightIn--
+			}
+		} else if sl.qos2 {
+			c.w.awaitRel++
 		}
 		if sl.p != nil {
 			items = append(items, outItem{p: sl.p})
@@ -142,10 +150,7 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 		rest := copy(c.w.resp, c.w.resp[n:])
 		clear(c.w.resp[rest:])
 		c.w.resp = c.w.resp[:rest]
-		if c.w.space != nil {
-			close(c.w.space)
-			c.w.space = nil
-		}
+		c.wakeReaderLocked()
 	}
 
 	// After (re)binding, unacknowledged messages go again, in order.

@@ -1,0 +1,139 @@
+package brokertest
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BuildSextant builds cmd/sextant into a temporary directory and returns the
+// binary's path. Call it once per test: a build takes seconds.
+func BuildSextant(t testing.TB) string {
+	t.Helper()
+	root := moduleRoot(t)
+	bin := filepath.Join(t.TempDir(), "sextant")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sextant")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("brokertest: go build ./cmd/sextant: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("brokertest: go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a process that must keep its port across restarts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().String()
+	_ = ln.Close()
+	return a
+}
+
+// Process is a `sextant serve` child process.
+type Process struct {
+	T    testing.TB
+	Cmd  *exec.Cmd
+	Addr string // MQTT address
+
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// StartProcess runs `bin serve --mqtt-addr addr --ws-addr "" --admin-addr ""
+// args...` and waits until it accepts MQTT connections. The process is
+// killed when the test ends; its output is logged if the test failed.
+func StartProcess(t testing.TB, bin, addr string, args ...string) *Process {
+	t.Helper()
+	argv := append([]string{"serve", "--mqtt-addr", addr, "--ws-addr", "", "--admin-addr", ""}, args...)
+	p := &Process{T: t, Cmd: exec.Command(bin, argv...), Addr: addr, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("brokertest: start %s: %v", bin, err)
+	}
+	go func() { _ = p.Cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("sextant output:\n%s", p.out.String())
+		}
+	})
+	Eventually(t, 20*time.Second, func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("brokertest: sextant exited: %v\n%s", p.Cmd.ProcessState, p.out.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}, "sextant accepting MQTT connections on "+addr)
+	return p
+}
+
+// Kill sends SIGKILL and waits for the process to exit (idempotent).
+func (p *Process) Kill() {
+	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM (graceful shutdown) and waits for the exit.
+func (p *Process) Stop() {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.T.Errorf("brokertest: sextant did not stop on SIGTERM")
+		p.Kill()
+	}
+}
+
+// Output is what the process wrote so far.
+func (p *Process) Output() string { return p.out.String() }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(b)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
