@@ -215,7 +215,9 @@ func TestOutboundQoS2Exchange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, s := startPipe(t, mqttclient.Options{}, &packet.Connack{})
 		res := make(chan error, 1)
-		go func() { res <- c.Publish(context.Background(), &packet.Publish{Topic: "q2", QoS: 2, Payload: []byte("x")}) }()
+		go func() {
+			res <- c.Publish(context.Background(), &packet.Publish{Topic: "q2", QoS: 2, Payload: []byte("x")})
+		}()
 		synctest.Wait()
 		got := s.drain()
 		if len(got) != 1 || got[0].Type() != packet.PUBLISH {
