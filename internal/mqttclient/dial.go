@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,8 +53,14 @@ func ParseURL(s string) (Endpoint, error) {
 	if !ok {
 		return Endpoint{}, fmt.Errorf("%w: %q: unknown scheme %q (use mqtt, mqtts, ws or wss)", ErrBadURL, s, u.Scheme)
 	}
-	if u.Hostname() == "" {
+	host := u.Hostname()
+	if host == "" {
 		return Endpoint{}, fmt.Errorf("%w: %q: no host", ErrBadURL, s)
+	}
+	if strings.Contains(host, ":") {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return Endpoint{}, fmt.Errorf("%w: %q: bad host %q (write IPv6 addresses in brackets)", ErrBadURL, s, host)
+		}
 	}
 	port := u.Port()
 	if port == "" {
@@ -61,7 +68,7 @@ func ParseURL(s string) (Endpoint, error) {
 	} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
 		return Endpoint{}, fmt.Errorf("%w: %q: bad port %q", ErrBadURL, s, port)
 	}
-	e := Endpoint{Scheme: scheme, Host: net.JoinHostPort(u.Hostname(), port)}
+	e := Endpoint{Scheme: scheme, Host: net.JoinHostPort(host, port)}
 	if scheme == "ws" || scheme == "wss" {
 		e.Path = u.EscapedPath()
 		if e.Path == "" || e.Path == "/" {
