@@ -22,6 +22,10 @@ var version = "dev"
 // CLI is the command tree. Each command type is defined in its own file.
 type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Run a broker node."`
+	Pub     PubCmd     `cmd:"" passthrough:"" help:"Publish messages to any MQTT broker (see sextant pub --help)."`
+	Sub     SubCmd     `cmd:"" passthrough:"" help:"Subscribe and print messages, with latency of stamped ones (see sextant sub --help)."`
+	Ping    PingCmd    `cmd:"" passthrough:"" help:"Measure MQTT round trips to a broker (see sextant ping --help)."`
+	Bench   BenchCmd   `cmd:"" passthrough:"" help:"Load-test any MQTT broker (see sextant bench --help)."`
 	Version VersionCmd `cmd:"" help:"Print the version and exit."`
 }
 
