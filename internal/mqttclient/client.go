@@ -138,8 +138,13 @@ func (c *Client) handshake(ctx context.Context) (*packet.Connack, error) {
 	}
 	p, err := c.r.Next()
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF):
 			err = errors.New("connection closed by the broker")
+		case c.version == packet.V5 && errors.Is(err, packet.ErrMalformed):
+			// A broker without MQTT 5 answers with a 3.1.1 CONNACK
+			// (return code 1), which is not a valid MQTT 5 CONNACK.
+			err = fmt.Errorf("%w (the broker may not support MQTT 5: try 3.1.1)", err)
 		}
 		return nil, c.handshakeErr(ctx, stop, "waiting for CONNACK", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -363,6 +364,24 @@ func TestPublishBlocksWhenWriterIsStuck(t *testing.T) {
 		}
 		if !errors.Is(perr, context.DeadlineExceeded) {
 			t.Fatalf("publishing into a stuck connection: %v", perr)
+		}
+	})
+}
+
+func TestV5ClientAgainstA311OnlyBroker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cc, sc := net.Pipe()
+		defer sc.Close()
+		go func() {
+			r := packet.NewReader(sc, 0)
+			if _, err := r.Next(); err == nil {
+				// 3.1.1 CONNACK, return code 1: unacceptable protocol version.
+				sc.Write([]byte{0x20, 0x02, 0x00, 0x01})
+			}
+		}()
+		_, err := mqttclient.Connect(context.Background(), cc, mqttclient.Options{})
+		if err == nil || !strings.Contains(err.Error(), "may not support MQTT 5") {
+			t.Fatalf("got %v", err)
 		}
 	})
 }
