@@ -12,8 +12,8 @@
 #
 # Needs Go (to build sextant) and apt-get (to install mosquitto and
 # nats-server if they are missing). Brokers listen on 127.0.0.1 only, on
-# ports 21883 (Sextant), 21884 (Mosquitto) and 21885 (NATS MQTT); each
-# broker is started fresh for each repetition and stopped after it.
+# ports 21883 (Sextant), 21884 (Mosquitto) and 21885 (NATS MQTT); a broker
+# is started fresh for every scenario run and stopped after it.
 set -euo pipefail
 
 REPS=3
@@ -105,16 +105,16 @@ start_broker() { # name rep
 	sextant)
 		rm -rf "$WORK/sx-data"
 		"$SX" serve --data-dir "$WORK/sx-data" --mqtt-addr "127.0.0.1:$SX_PORT" --ws-addr "" \
-			--admin-addr "" --log-level warn >"$OUT/logs/sextant.$rep.log" 2>&1 &
+			--admin-addr "" --log-level warn >>"$OUT/logs/sextant.$rep.log" 2>&1 &
 		BROKER_PID=$!
 		PORT=$SX_PORT ;;
 	mosquitto)
-		"$MOSQUITTO" -c "$WORK/mosquitto.conf" >"$OUT/logs/mosquitto.$rep.log" 2>&1 &
+		"$MOSQUITTO" -c "$WORK/mosquitto.conf" >>"$OUT/logs/mosquitto.$rep.log" 2>&1 &
 		BROKER_PID=$!
 		PORT=$MQ_PORT ;;
 	nats)
 		rm -rf "$WORK/nats-js"
-		"$NATS" -c "$WORK/nats.conf" >"$OUT/logs/nats.$rep.log" 2>&1 &
+		"$NATS" -c "$WORK/nats.conf" >>"$OUT/logs/nats.$rep.log" 2>&1 &
 		BROKER_PID=$!
 		PORT=$NATS_PORT ;;
 	esac
@@ -135,6 +135,7 @@ stop_broker() {
 SUITE=(
 	"p2p-q0|p2p -q 0 --duration $DUR"
 	"p2p-q1|p2p -q 1 --duration $DUR"
+	"rate10k-q0|rate -q 0 --rate 10000 --duration $DUR"
 	"rate10k-q1|rate -q 1 --rate 10000 --duration $DUR"
 	"fanin10-q1|fanin -q 1 --pubs 10 --duration $DUR"
 	"manytopics100-q1|manytopics -q 1 --topics 100 --pubs 10 --duration $DUR"
@@ -157,30 +158,33 @@ cat "$OUT/env.txt" >&2
 
 for rep in $(seq 1 "$REPS"); do
 	# Rotate the broker order every repetition, so no broker always runs
-	# first (or last) on a machine whose load drifts.
+	# first (or last) on a machine whose load drifts. Each scenario gets a
+	# freshly started broker, so memory figures start from a clean process.
 	n=${#BROKERS[@]}
 	for i in $(seq 0 $((n - 1))); do
 		b=${BROKERS[$(((i + rep - 1) % n))]}
-		start_broker "$b" "$rep"
-		log "rep $rep: $b (pid $BROKER_PID, port $PORT)"
+		log "rep $rep: $b (load $(cut -d' ' -f1-3 /proc/loadavg))"
+		echo "rep $rep $b start load: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/load.txt"
 		for entry in "${SUITE[@]}"; do
 			name=${entry%%|*}
 			args=${entry#*|}
 			if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$name,"* ]]; then continue; fi
+			start_broker "$b" "$rep.$name"
 			f="$OUT/raw/${b}__${name}__${rep}.json"
 			# shellcheck disable=SC2086 # args is a word list on purpose
-			if ! "$SX" bench $args -h 127.0.0.1 -p "$PORT" -V 311 --size 64 \
+			if "$SX" bench $args -h 127.0.0.1 -p "$PORT" -V 311 --size 64 \
 				--broker-pid "$BROKER_PID" --json --quiet >"$f" 2>"$OUT/logs/${b}__${name}__${rep}.err"; then
+				log "  $name: done"
+			else
 				log "  $name: FAILED ($(head -c 300 "$OUT/logs/${b}__${name}__${rep}.err"))"
 				rm -f "$f"
-				continue
 			fi
-			log "  $name: done"
+			stop_broker
 		done
-		stop_broker
 	done
 done
+echo "end load: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/load.txt"
 
 (cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" "${BROKERS[@]}") >"$OUT/table.md"
-cat "$OUT/env.txt" "$OUT/table.md"
+cat "$OUT/env.txt" "$OUT/load.txt" "$OUT/table.md"
 log "results in $OUT"

@@ -48,6 +48,10 @@ func ReadProc(pid int) (ProcSample, error) {
 
 var errProcFormat = errors.New("bench: unexpected /proc format")
 
+// maxTicks is the most CPU time a time.Duration can hold, in ticks (about
+// 290 years).
+const maxTicks = int64(1<<63-1) / int64(time.Second/clockTicks)
+
 // ParseStatCPU returns utime+stime from the contents of /proc/PID/stat.
 func ParseStatCPU(stat []byte) (time.Duration, error) {
 	// The command name (field 2) is in parentheses and may hold spaces
@@ -63,10 +67,10 @@ func ParseStatCPU(stat []byte) (time.Duration, error) {
 	}
 	ut, err1 := strconv.ParseInt(string(f[11]), 10, 64)
 	st, err2 := strconv.ParseInt(string(f[12]), 10, 64)
-	if err1 != nil || err2 != nil || ut < 0 || st < 0 {
+	if err1 != nil || err2 != nil || ut < 0 || st < 0 || ut+st > maxTicks {
 		return 0, errProcFormat
 	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
+	return time.Duration(ut+st) * (time.Second / clockTicks), nil
 }
 
 // ParseStatusRSS returns VmRSS in KiB from the contents of
@@ -88,4 +92,49 @@ func ParseStatusRSS(status []byte) (int64, error) {
 		return n, nil
 	}
 	return 0, errProcFormat
+}
+
+// SystemCPU is the machine-wide CPU time from /proc/stat, summed over
+// cores, in seconds: Busy is everything but idle and iowait.
+type SystemCPU struct {
+	Busy, Total float64
+}
+
+// ReadSystemCPU reads /proc/stat.
+func ReadSystemCPU() (SystemCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return SystemCPU{}, fmt.Errorf("bench: reading /proc/stat: %w", err)
+	}
+	return ParseSystemCPU(b)
+}
+
+// ParseSystemCPU parses the aggregate "cpu" line of /proc/stat.
+func ParseSystemCPU(stat []byte) (SystemCPU, error) {
+	for line := range bytes.SplitSeq(stat, []byte{'\n'}) {
+		rest, ok := bytes.CutPrefix(line, []byte("cpu "))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) < 4 {
+			return SystemCPU{}, errProcFormat
+		}
+		var total, idle float64
+		for i, x := range f {
+			n, err := strconv.ParseUint(string(x), 10, 64)
+			if err != nil {
+				return SystemCPU{}, errProcFormat
+			}
+			if i >= 8 {
+				break // guest time is already counted in user time
+			}
+			total += float64(n)
+			if i == 3 || i == 4 { // idle, iowait
+				idle += float64(n)
+			}
+		}
+		return SystemCPU{Busy: (total - idle) / clockTicks, Total: total / clockTicks}, nil
+	}
+	return SystemCPU{}, errProcFormat
 }

@@ -52,7 +52,7 @@ func WriteText(w io.Writer, res *Result) error {
 		}
 	}
 	g := res.Generator
-	row("generator cpu", "%.2f s = %.2f cores of %d", g.CPUSeconds, g.Cores, g.NumCPU)
+	row("generator cpu", "%.2f s = %.2f cores of %d (whole machine busy: %.2f cores)", g.CPUSeconds, g.Cores, g.NumCPU, res.MachineCores)
 	if b := res.Broker; b != nil {
 		line := fmt.Sprintf("pid %d: %.2f s = %.2f cores", b.PID, b.CPUSeconds, b.Cores)
 		if b.CPUPerMsgUS > 0 {

@@ -41,6 +41,10 @@ type Result struct {
 
 	PerPublisher []PubAccount `json:"per_publisher,omitempty"`
 	Generator    CPUStats     `json:"generator"`
+	// MachineCores is how many cores the whole machine kept busy (all
+	// processes, from /proc/stat): on a shared machine it shows what other
+	// processes took.
+	MachineCores float64 `json:"machine_cores"`
 	Broker       *BrokerStats `json:"broker,omitempty"`
 	Connections  *ConnStats   `json:"connections,omitempty"`
 
@@ -172,6 +176,9 @@ func (r *runner) cpu(res *Result, before, after sample, delivered int64) {
 		res.Generator.Saturated = res.Generator.Cores >= saturation*float64(res.Generator.NumCPU)
 	}
 	total := res.Generator.Cores
+	if before.sysErr == nil && after.sysErr == nil && wall > 0 {
+		res.MachineCores = (after.sys.Busy - before.sys.Busy) / wall
+	}
 	if r.cfg.BrokerPID > 0 {
 		if before.brkErr != nil || after.brkErr != nil {
 			err := before.brkErr
@@ -198,6 +205,10 @@ func (r *runner) cpu(res *Result, before, after sample, delivered int64) {
 	} else if res.Broker != nil && total >= saturation*float64(res.Generator.NumCPU) {
 		res.Notes = append(res.Notes, fmt.Sprintf("generator (%.2f cores) and broker (%.2f cores) together saturated the %d cores: results are CPU-bound",
 			res.Generator.Cores, res.Broker.Cores, res.Generator.NumCPU))
+	} else if res.MachineCores >= saturation*float64(res.Generator.NumCPU) {
+		other := res.MachineCores - total
+		res.Notes = append(res.Notes, fmt.Sprintf("the machine's %d cores were saturated (%.2f busy; generator %.2f, broker %.2f, other processes %.2f): results are CPU-bound",
+			res.Generator.NumCPU, res.MachineCores, res.Generator.Cores, total-res.Generator.Cores, other))
 	} else if res.Generator.Cores >= saturation {
 		res.Notes = append(res.Notes, fmt.Sprintf("the generator used %.2f cores (of %d): it may have saturated a core", res.Generator.Cores, res.Generator.NumCPU))
 	}

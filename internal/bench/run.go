@@ -375,10 +375,13 @@ type sample struct {
 	genErr error
 	brk    ProcSample
 	brkErr error
+	sys    SystemCPU
+	sysErr error
 }
 
 func (r *runner) sample() sample {
 	s := sample{at: time.Now()}
+	s.sys, s.sysErr = ReadSystemCPU()
 	s.gen, s.genErr = ReadProc(0)
 	if r.cfg.BrokerPID > 0 {
 		s.brk, s.brkErr = ReadProc(r.cfg.BrokerPID)

@@ -131,3 +131,17 @@ func TestNumFormatting(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSystemCPU(t *testing.T) {
+	stat := []byte("cpu  100 0 50 800 50 0 0 0 7 7\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1\n")
+	s, err := ParseSystemCPU(stat)
+	if err != nil || s.Busy != 1.5 || s.Total != 10 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if _, err := ParseSystemCPU([]byte("cpu0 1 2 3 4\n")); err == nil {
+		t.Fatal("stat without the aggregate line parsed")
+	}
+	if s, err := ReadSystemCPU(); err != nil || s.Total <= 0 {
+		t.Fatalf("own /proc/stat: %+v %v", s, err)
+	}
+}

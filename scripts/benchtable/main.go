@@ -90,8 +90,10 @@ var messageMetrics = []metric{
 		return r.Broker.Cores, true
 	}, "%.2f"},
 	{"generator cores", false, func(r *bench.Result) (float64, bool) { return r.Generator.Cores, true }, "%.2f"},
-	{"lost+dup+reordered", false, func(r *bench.Result) (float64, bool) {
-		return float64(r.Lost + r.Duplicated + r.Reordered), true
+	{"whole machine busy cores", false, func(r *bench.Result) (float64, bool) { return r.MachineCores, true }, "%.2f"},
+	{"lost", false, func(r *bench.Result) (float64, bool) { return float64(r.Lost), true }, "%.0f"},
+	{"duplicated+reordered", false, func(r *bench.Result) (float64, bool) {
+		return float64(r.Duplicated + r.Reordered), true
 	}, "%.0f"},
 }
 
