@@ -44,7 +44,7 @@ type Result struct {
 	// MachineCores is how many cores the whole machine kept busy (all
 	// processes, from /proc/stat): on a shared machine it shows what other
 	// processes took.
-	MachineCores float64 `json:"machine_cores"`
+	MachineCores float64      `json:"machine_cores"`
 	Broker       *BrokerStats `json:"broker,omitempty"`
 	Connections  *ConnStats   `json:"connections,omitempty"`
 
