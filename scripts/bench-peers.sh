@@ -7,7 +7,7 @@
 # Usage: scripts/bench-peers.sh [-r REPS] [-d DURATION] [-o OUTDIR] [-s SCENARIOS]
 #   -r REPS       repetitions per broker (default 3, at least 3 for a median)
 #   -d DURATION   publishing time of the throughput scenarios (default 5s)
-#   -o OUTDIR     where raw JSON, logs and the table go (default bench-results/DATE)
+#   -o OUTDIR     where raw JSON, logs and the table go (default $TMPDIR/sextant-bench-DATE)
 #   -s SCENARIOS  comma-separated subset of the suite (default: all)
 #
 # Needs Go (to build sextant) and apt-get (to install mosquitto and
@@ -31,7 +31,7 @@ while getopts "r:d:o:s:h" opt; do
 done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$ROOT/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
+OUT=${OUT:-${TMPDIR:-/tmp}/sextant-bench-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/raw" "$OUT/logs"
 WORK=$(mktemp -d)
 trap 'stop_broker; rm -rf "$WORK"' EXIT
