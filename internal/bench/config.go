@@ -31,7 +31,7 @@ const (
 )
 
 // Scenarios lists every scenario, in the order help texts show them.
-var Scenarios = []Scenario{P2P, Fanout, Fanin, ManyTopics, Rate, Connections}
+func Scenarios() []Scenario { return []Scenario{P2P, Fanout, Fanin, ManyTopics, Rate, Connections} }
 
 // HeaderSize is the smallest payload the generator can send: the header.
 const HeaderSize = 18
@@ -138,7 +138,7 @@ func (c *Config) Normalize() error {
 	case Connections:
 		def(&c.Conns, 1000)
 	default:
-		return fmt.Errorf("bench: unknown scenario %q (want one of %v)", c.Scenario, Scenarios)
+		return fmt.Errorf("bench: unknown scenario %q (want one of %v)", c.Scenario, Scenarios())
 	}
 	if c.Topics == 0 {
 		c.Topics = 1

@@ -21,12 +21,13 @@ type Header struct {
 	Seq  uint32
 }
 
-var magic = [2]byte{'S', 'X'}
+// The header's magic bytes.
+const magic0, magic1 = 'S', 'X'
 
 // PutHeader writes h into the first HeaderSize bytes of b.
 func PutHeader(b []byte, h Header) {
 	_ = b[HeaderSize-1]
-	b[0], b[1] = magic[0], magic[1]
+	b[0], b[1] = magic0, magic1
 	binary.BigEndian.PutUint64(b[2:], uint64(h.Sent.UnixNano()))
 	binary.BigEndian.PutUint32(b[10:], h.Pub)
 	binary.BigEndian.PutUint32(b[14:], h.Seq)
@@ -34,7 +35,7 @@ func PutHeader(b []byte, h Header) {
 
 // ParseHeader reads a header from the start of b.
 func ParseHeader(b []byte) (Header, bool) {
-	if len(b) < HeaderSize || b[0] != magic[0] || b[1] != magic[1] {
+	if len(b) < HeaderSize || b[0] != magic0 || b[1] != magic1 {
 		return Header{}, false
 	}
 	return Header{

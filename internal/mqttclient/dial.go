@@ -29,13 +29,20 @@ func (e Endpoint) String() string {
 	return e.Scheme + "://" + e.Host
 }
 
-var schemes = map[string]string{
-	"mqtt": "mqtt", "tcp": "mqtt",
-	"mqtts": "mqtts", "ssl": "mqtts", "tls": "mqtts",
-	"ws": "ws", "wss": "wss",
+// transportOf maps a URL scheme to its transport and default port.
+func transportOf(s string) (transport, port string, ok bool) {
+	switch strings.ToLower(s) {
+	case "mqtt", "tcp":
+		return "mqtt", "1883", true
+	case "mqtts", "ssl", "tls":
+		return "mqtts", "8883", true
+	case "ws":
+		return "ws", "80", true
+	case "wss":
+		return "wss", "443", true
+	}
+	return "", "", false
 }
-
-var defaultPorts = map[string]string{"mqtt": "1883", "mqtts": "8883", "ws": "80", "wss": "443"}
 
 // ParseURL parses a broker address: mqtt://host[:port] (also tcp://),
 // mqtts://host[:port] (also ssl://, tls://), ws://host[:port][/path],
@@ -49,7 +56,7 @@ func ParseURL(s string) (Endpoint, error) {
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("%w: %q: %w", ErrBadURL, s, err)
 	}
-	scheme, ok := schemes[strings.ToLower(u.Scheme)]
+	scheme, defPort, ok := transportOf(u.Scheme)
 	if !ok {
 		return Endpoint{}, fmt.Errorf("%w: %q: unknown scheme %q (use mqtt, mqtts, ws or wss)", ErrBadURL, s, u.Scheme)
 	}
@@ -64,7 +71,7 @@ func ParseURL(s string) (Endpoint, error) {
 	}
 	port := u.Port()
 	if port == "" {
-		port = defaultPorts[scheme]
+		port = defPort
 	} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
 		return Endpoint{}, fmt.Errorf("%w: %q: bad port %q", ErrBadURL, s, port)
 	}
