@@ -22,10 +22,14 @@ var version = "dev"
 // CLI is the command tree. Each command type is defined in its own file.
 type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Run a broker node."`
+	Pub     PubCmd     `cmd:"" passthrough:"" help:"Publish messages to any MQTT broker (see sextant pub --help)."`
+	Sub     SubCmd     `cmd:"" passthrough:"" help:"Subscribe and print messages, with latency of stamped ones (see sextant sub --help)."`
+	Ping    PingCmd    `cmd:"" passthrough:"" help:"Measure MQTT round trips to a broker (see sextant ping --help)."`
+	Bench   BenchCmd   `cmd:"" passthrough:"" help:"Load-test any MQTT broker (see sextant bench --help)."`
 	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs."`
 	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
-	Version VersionCmd `cmd:"" help:"Print the version and exit."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
+	Version VersionCmd `cmd:"" help:"Print the version and exit."`
 }
 
 // env is what every command's Run receives: where to write, and a context
