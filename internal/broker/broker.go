@@ -120,8 +120,7 @@ func (b *Broker) ServeConn(c net.Conn) {
 	}
 	b.connsWG.Add(1)
 	b.mu.Unlock()
-	defer b.connsWG.Done()
-	session.Serve(c, b.env)
+	session.Serve(c, b.env, b.connsWG.Done)
 }
 
 // Attach implements session.Hub: find or create the session for a CONNECT,

@@ -35,6 +35,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		clients = append(clients, rc.c)
 	}
 	h1, s1 := measure()
+	b.ReportMetric(float64(runtime.NumGoroutine())/conns, "goroutines/conn")
 	// The raw clients keep only their net.Conn (a few hundred bytes each),
 	// so nearly all of this is the broker's: session, connection, read
 	// buffer, subscription and the reader goroutine's stack.

@@ -12,11 +12,15 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Handler serves one client connection and returns when it has ended. It owns
-// the connection and closes it.
+// Handler serves one client connection. It owns the connection and closes
+// it.
 type Handler interface {
 	ServeConn(c net.Conn)
 }
+
+// A Handler may return before the connection ends when it hands the
+// connection to a goroutine of its own (the broker does, after the MQTT
+// handshake); Wait then covers only the hand-off.
 
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(net.Conn)
@@ -157,7 +161,7 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Wait blocks until every connection handed out has ended or ctx is done.
+// Wait blocks until every Handler call has returned or ctx is done.
 func (s *Server) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()

@@ -65,6 +65,10 @@ type Conn struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	ackRTT    atomic.Int64 // smoothed PUBLISH->PUBACK round trip, nanoseconds (0: none yet)
+	ended     func()
+	// publishWill says, once the reader stops, whether the will goes out
+	// (anything but a normal DISCONNECT). Reader-owned.
+	publishWill bool
 }
 
 // RTT is the client's round-trip time: the kernel's estimate for TCP
@@ -113,16 +117,109 @@ func (sl *respSlot) Ack(code packet.ReasonCode) { sl.c.completeAck(sl, code) }
 // Serve runs one client connection to its end: the CONNECT handshake, then
 // the read loop. It closes nc before returning. A panic in the connection's
 // code is recovered, logged with its stack and counted.
-func Serve(nc net.Conn, env *Env) {
-	c := &Conn{env: env, nc: nc, done: make(chan struct{})}
+//
+// Serve handles the CONNECT handshake on the calling goroutine and returns;
+// the connection's reader then runs on a goroutine of its own, started at
+// the shallowest possible stack: it lives as long as the connection, and a
+// goroutine's stack never shrinks below four times what it uses while
+// parked in a socket read, so a deep stack here would cost every idle
+// connection. ended (if not nil) is called once the connection is over.
+func Serve(nc net.Conn, env *Env, ended func()) {
+	c := &Conn{env: env, nc: nc, done: make(chan struct{}), ended: ended, publishWill: true}
+	if !c.guard(c.connect) {
+		c.finish()
+		return
+	}
+	go c.run()
+}
+
+// run is the reader goroutine's body. When nothing is buffered it reads the
+// client's next bytes right here, at the top of the goroutine, so an idle
+// connection parks with the smallest stack the runtime allows (see Serve);
+// decoding and handling happen in step, deeper, and return.
+func (c *Conn) run() {
+	defer c.exit()
+	for {
+		if c.r.Buffered() == 0 {
+			c.armKeepAlive()
+			n, err := c.nc.Read(c.r.Space())
+			if n == 0 && err != nil {
+				c.readFailed(err)
+				return
+			}
+			c.r.Wrote(n, err)
+			c.env.Metrics.BytesIn.Add(float64(n))
+		}
+		if t, ok := c.r.PeekType(); ok && rare(t) {
+			// Decoding and handling these go deep; doing it on a
+			// short-lived goroutine keeps this one's stack minimal for a
+			// client that subscribes and then idles.
+			var more bool
+			onFreshStack(func() { more = c.step() })
+			if !more {
+				return
+			}
+		} else if !c.step() {
+			return
+		}
+	}
+}
+
+// rare reports packet types that are not part of a message flow.
+func rare(t packet.Type) bool {
+	switch t {
+	case packet.PUBLISH, packet.PUBACK, packet.PUBREC, packet.PUBREL, packet.PUBCOMP, packet.PINGREQ:
+		return false
+	}
+	return true
+}
+
+// exit ends the reader goroutine: a panic is logged with its stack, counted
+// and contained; the connection is torn down and its end reported.
+func (c *Conn) exit() {
+	if r := recover(); r != nil {
+		c.env.Metrics.Panics.Inc()
+		c.logger().Error("panic in connection handler", "panic", r, "stack", string(debug.Stack()))
+		c.publishWill = true
+	}
+	c.end(c.publishWill)
+	c.finish()
+}
+
+// guard runs f, recovering a panic: it is logged with its stack, counted,
+// and ends the connection.
+func (c *Conn) guard(f func() bool) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			env.Metrics.Panics.Inc()
+			c.env.Metrics.Panics.Inc()
 			c.logger().Error("panic in connection handler", "panic", r, "stack", string(debug.Stack()))
 			c.end(true)
+			ok = false
 		}
 	}()
-	c.serve()
+	return f()
+}
+
+// finish reports the end of the connection to whoever started it.
+func (c *Conn) finish() {
+	if c.ended != nil {
+		c.ended()
+	}
+}
+
+// onFreshStack runs f on a short-lived goroutine and waits for it: the deep,
+// rare packets (SUBSCRIBE, UNSUBSCRIBE, DISCONNECT...) are handled there so
+// that they do not grow the long-lived reader's stack (see Serve). A panic
+// in f is re-raised in the caller, where it is recovered.
+func onFreshStack(f func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
 // logger returns a logger naming the connection. It is built on demand:
@@ -145,10 +242,12 @@ func (c *Conn) Version() packet.Version { return c.version }
 // RemoteAddr is the client's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-func (c *Conn) serve() {
+// connect reads CONNECT and handles it; on failure it closes the
+// connection and reports false.
+func (c *Conn) connect() bool {
 	lim := &c.env.Limits
 	_ = c.nc.SetReadDeadline(c.env.Clock.Now().Add(lim.ConnectTimeout))
-	c.r = packet.NewReader(deadlineReader{c}, lim.MaxPacketSize)
+	c.r = packet.NewReader(countingReader{c}, lim.MaxPacketSize)
 	p, err := c.r.Next()
 	if err != nil {
 		if errors.Is(err, packet.ErrUnsupportedVersion) {
@@ -157,21 +256,18 @@ func (c *Conn) serve() {
 		c.countProtocolError(err)
 		c.closeSocket()
 		close(c.done)
-		return
+		return false
 	}
 	cp, ok := p.(*packet.Connect)
-	if !ok {
-		c.countProtocolError(err)
+	if !ok || !c.handshake(cp) {
+		if !ok {
+			c.countProtocolError(err)
+		}
 		c.closeSocket()
 		close(c.done)
-		return
+		return false
 	}
-	if !c.handshake(cp) {
-		c.closeSocket()
-		close(c.done)
-		return
-	}
-	c.readLoop()
+	return true
 }
 
 // handshake validates CONNECT, attaches the session and queues CONNACK.
@@ -374,23 +470,27 @@ func (c *Conn) closeSocket() {
 	c.closeOnce.Do(func() { _ = c.nc.Close() })
 }
 
-// deadlineReader pushes the keep-alive read deadline forward before reads
-// from the socket. Moving a deadline costs a timer update, so it moves at
-// most every quarter keep-alive, to 1.75x keep-alive ahead: the client is
-// always given at least the 1.5x the specification grants.
-type deadlineReader struct{ c *Conn }
+// countingReader counts the bytes read from the socket.
+type countingReader struct{ c *Conn }
 
-func (d deadlineReader) Read(p []byte) (int, error) {
-	if ka := d.c.keepAlive; ka > 0 {
-		now := d.c.env.Clock.Now()
-		if now.Sub(d.c.readDeadline) >= ka/4 {
-			_ = d.c.nc.SetReadDeadline(now.Add(ka*3/2 + ka/4))
-			d.c.readDeadline = now
-		}
-	}
+func (d countingReader) Read(p []byte) (int, error) {
 	n, err := d.c.nc.Read(p)
 	if n > 0 {
 		d.c.env.Metrics.BytesIn.Add(float64(n))
 	}
 	return n, err
+}
+
+// armKeepAlive pushes the keep-alive read deadline forward. Moving a
+// deadline costs a timer update, so it moves at most every quarter
+// keep-alive, to 1.75x keep-alive ahead: the client is always given at least
+// the 1.5x the specification grants.
+func (c *Conn) armKeepAlive() {
+	if ka := c.keepAlive; ka > 0 {
+		now := c.env.Clock.Now()
+		if now.Sub(c.readDeadline) >= ka/4 {
+			_ = c.nc.SetReadDeadline(now.Add(ka*3/2 + ka/4))
+			c.readDeadline = now
+		}
+	}
 }

@@ -22,54 +22,54 @@ const respBound = 4096
 // errClosing ends the read loop after the connection was told to close.
 var errClosing = errors.New("session: connection closing")
 
-func (c *Conn) readLoop() {
-	publishWill := true
-	defer func() { c.end(publishWill) }()
-	for {
-		if err := c.waitForRoom(); err != nil {
-			// The broker is closing the connection: let the writer put
-			// its DISCONNECT on the wire before end closes the socket.
-			c.waitFlushed()
-			return
-		}
-		p, err := c.r.Next()
-		if err != nil {
-			c.readFailed(err)
-			return
-		}
-		c.env.Metrics.PacketsIn.Inc()
-		var herr error
-		switch p := p.(type) {
-		case *packet.Publish:
-			herr = c.onPublish(p)
-		case *packet.Ack:
-			herr = c.onAck(p)
-		case *packet.Subscribe:
-			herr = c.onSubscribe(p)
-		case *packet.Unsubscribe:
-			c.onUnsubscribe(p)
-		case *packet.Pingreq:
-			c.respond(&packet.Pingresp{}, false)
-		case *packet.Disconnect:
-			publishWill, herr = c.onDisconnect(p)
-			if herr == nil {
-				return
-			}
-		case *packet.Auth:
-			herr = protocolError("AUTH without an authentication method")
-		case *packet.Connect:
-			herr = protocolError("second CONNECT")
-		default:
-			herr = protocolError("a client may not send " + packet.Describe(p))
-		}
-		if herr != nil {
-			if errors.Is(herr, errClosing) {
-				return
-			}
-			c.closeWithError(herr)
-			return
-		}
+// step reads and handles one packet; it reports false when the connection
+// must end (c.publishWill then says whether its will goes out).
+//
+//go:noinline
+func (c *Conn) step() bool {
+	if err := c.waitForRoom(); err != nil {
+		// The broker is closing the connection: let the writer put its
+		// DISCONNECT on the wire before end closes the socket.
+		c.waitFlushed()
+		return false
 	}
+	p, err := c.r.Next()
+	if err != nil {
+		c.readFailed(err)
+		return false
+	}
+	c.env.Metrics.PacketsIn.Inc()
+	var herr error
+	switch p := p.(type) {
+	case *packet.Publish:
+		herr = c.onPublish(p)
+	case *packet.Ack:
+		herr = c.onAck(p)
+	case *packet.Subscribe:
+		herr = c.onSubscribe(p)
+	case *packet.Unsubscribe:
+		c.onUnsubscribe(p)
+	case *packet.Pingreq:
+		c.respond(&packet.Pingresp{}, false)
+	case *packet.Disconnect:
+		c.publishWill, herr = c.onDisconnect(p)
+		if herr == nil {
+			return false
+		}
+	case *packet.Auth:
+		herr = protocolError("AUTH without an authentication method")
+	case *packet.Connect:
+		herr = protocolError("second CONNECT")
+	default:
+		herr = protocolError("a client may not send " + packet.Describe(p))
+	}
+	if herr != nil {
+		if !errors.Is(herr, errClosing) {
+			c.closeWithError(herr)
+		}
+		return false
+	}
+	return true
 }
 
 // handlerError is a protocol violation with the reason code to send.

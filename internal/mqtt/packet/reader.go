@@ -63,6 +63,41 @@ func NewReader(src io.Reader, maxSize uint32) *Reader {
 	return &Reader{src: src, maxSize: maxSize, buf: small, small: small, d: decoder{reuse: true}}
 }
 
+// PeekType returns the type of the next buffered packet, if any byte of it
+// is buffered (without decoding or validating anything).
+func (r *Reader) PeekType() (Type, bool) {
+	if r.w == r.r {
+		return 0, false
+	}
+	return Type(r.buf[r.r] >> 4), true
+}
+
+// Space returns the free end of the buffer, for a caller that reads from
+// the source itself and then calls Wrote. A server does this when Buffered
+// is 0, to wait for a connection's next bytes in its own shallow stack
+// frame: a goroutine parked deep inside Next keeps a larger stack for as
+// long as the connection stays idle.
+func (r *Reader) Space() []byte {
+	if r.r > 0 {
+		n := copy(r.buf, r.buf[r.r:r.w])
+		r.r, r.w = 0, n
+	}
+	return r.buf[r.w:]
+}
+
+// Wrote records that a read into Space's slice returned n and err. An error
+// that came with data is reported by Next once that data is decoded.
+func (r *Reader) Wrote(n int, err error) {
+	if n < 0 || n > len(r.buf)-r.w {
+		return
+	}
+	r.w += n
+	if n > 0 {
+		r.rerr = err
+		r.afterRead(n, true)
+	}
+}
+
 // SetVersion sets the protocol version the following packets are decoded
 // with. Until it is set, or a CONNECT is decoded (which sets it to that
 // CONNECT's level), only CONNECT is accepted.
@@ -204,12 +239,7 @@ func (r *Reader) fill(allowBurst bool) error {
 		r.w += n
 		if n > 0 {
 			r.rerr = err
-			r.short = n < len(r.buf)/4
-			if allowBurst && r.w == len(r.buf) && len(r.buf) < burstBuffer && !r.big && r.smallNext() {
-				bp := burstPool.Get().(*[]byte)
-				m := copy(*bp, r.buf[r.r:r.w])
-				r.buf, r.r, r.w, r.burst, r.short = *bp, 0, m, bp, false
-			}
+			r.afterRead(n, allowBurst)
 			return nil
 		}
 		if err != nil {
@@ -217,6 +247,17 @@ func (r *Reader) fill(allowBurst bool) error {
 		}
 	}
 	return io.ErrNoProgress
+}
+
+// afterRead notes a read of n bytes: a read that filled the small buffer
+// moves the Reader to a pooled burst buffer (when allowed).
+func (r *Reader) afterRead(n int, allowBurst bool) {
+	r.short = n < len(r.buf)/4
+	if allowBurst && r.w == len(r.buf) && len(r.buf) < burstBuffer && !r.big && r.smallNext() {
+		bp := burstPool.Get().(*[]byte)
+		m := copy(*bp, r.buf[r.r:r.w])
+		r.buf, r.r, r.w, r.burst, r.short = *bp, 0, m, bp, false
+	}
 }
 
 // smallNext reports whether the next buffered packet announces a size that
