@@ -34,9 +34,9 @@ type Link struct {
 	lm     *linkMetrics
 	ctx    context.Context // ends when the link is removed
 	cancel context.CancelFunc
-	wake   chan struct{}  // cap 1: the writer has something to do
-	offer  chan accepted  // acceptor side: connections past their handshake
-	done   chan struct{}  // closed when run returns
+	wake   chan struct{} // cap 1: the writer has something to do
+	offer  chan accepted // acceptor side: connections past their handshake
+	done   chan struct{} // closed when run returns
 
 	up atomic.Bool
 

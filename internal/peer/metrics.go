@@ -78,11 +78,11 @@ func newMetrics(r prometheus.Registerer) *metrics {
 
 // linkMetrics are one peer's series, resolved once.
 type linkMetrics struct {
-	queueMessages, queueBytes, up   prometheus.Gauge
-	sentMessages, recvMessages      prometheus.Counter
-	sentBytes, recvBytes            prometheus.Counter
-	reconnects, resets              prometheus.Counter
-	dropped                         map[string]prometheus.Counter
+	queueMessages, queueBytes, up prometheus.Gauge
+	sentMessages, recvMessages    prometheus.Counter
+	sentBytes, recvBytes          prometheus.Counter
+	reconnects, resets            prometheus.Counter
+	dropped                       map[string]prometheus.Counter
 }
 
 func (m *metrics) forPeer(id string) *linkMetrics {
