@@ -58,7 +58,8 @@ func Limits() session.Limits {
 
 // Cluster is a set of in-process nodes on one memnet network. Create it
 // inside a testing/synctest bubble: gossip, failure detection and link
-// backoff then run on fake time.
+// backoff then run on fake time (outside one, its cleanup would wait two
+// real minutes for gossip timers to expire).
 type Cluster struct {
 	T     *testing.T
 	Net   *memnet.Network
@@ -110,6 +111,10 @@ func Start(t *testing.T, n int, rtt [][]time.Duration, opts ...func(*Options)) *
 			nd.stop()
 		}
 		_ = c.Net.Close()
+		// Gossip leaves probe and dial timers behind after Shutdown; let
+		// fake time run on so they fire before the bubble ends.
+		settle := time.NewTimer(2 * time.Minute)
+		<-settle.C
 	})
 	for i := range n {
 		nd := &Node{ID: fmt.Sprintf("n%d", i+1), Host: hostOf(i), Index: i, c: c}

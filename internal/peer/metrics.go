@@ -25,7 +25,7 @@ const (
 var dropReasons = []string{DropQueueFull, DropBlocked, DropLinkDown, DropRemoved, DropNoLink}
 
 // metrics is the peer layer's metric set; every series is labelled with
-// the peer's node id, and a removed peer's series are deleted.
+// the peer's node id. A removed peer's gauges are deleted.
 type metrics struct {
 	queueMessages *prometheus.GaugeVec
 	queueBytes    *prometheus.GaugeVec
@@ -104,12 +104,10 @@ func (m *metrics) forPeer(id string) *linkMetrics {
 	return lm
 }
 
+// forget deletes a removed peer's gauges; its counters stay (so drops
+// counted when it was removed remain visible) until the process restarts.
 func (m *metrics) forget(id string) {
 	for _, v := range []*prometheus.GaugeVec{m.queueMessages, m.queueBytes, m.up} {
 		v.DeleteLabelValues(id)
 	}
-	for _, v := range []*prometheus.CounterVec{m.sentMessages, m.recvMessages, m.sentBytes, m.recvBytes, m.reconnects, m.resets} {
-		v.DeleteLabelValues(id)
-	}
-	m.dropped.DeletePartialMatch(prometheus.Labels{"peer": id})
 }
