@@ -135,8 +135,8 @@ type Cluster struct {
 	}
 	dir struct {
 		sync.Mutex
-		entries map[string]string // client id -> node holding it, for ids this node owns
-		local   map[string]string // sessions held here -> owner registered with ("" if not yet)
+		entries map[string]holding      // client id -> who holds it, for ids this node owns
+		local   map[string]localSession // sessions held here
 	}
 	mu struct {
 		sync.Mutex
@@ -207,8 +207,8 @@ func New(cfg Config) (*Cluster, error) {
 	c.members.known = map[string]membership.Member{}
 	c.members.alive = []string{c.id}
 	c.retained.tombs = map[string]tombstone{}
-	c.dir.entries = map[string]string{}
-	c.dir.local = map[string]string{}
+	c.dir.entries = map[string]holding{}
+	c.dir.local = map[string]localSession{}
 	// Stamps issued after a restart must follow those of the retained
 	// messages kept from before.
 	cfg.Broker.RetainedMessages(func(m *message.Message) bool {
@@ -238,7 +238,7 @@ func (c *Cluster) Start() {
 	c.dir.Lock()
 	for _, id := range c.b.SessionIDs() {
 		if _, ok := c.dir.local[id]; !ok {
-			c.dir.local[id] = "" // loaded from the store: register with its owner
+			c.dir.local[id] = localSession{} // loaded from the store: the oldest claim possible
 		}
 	}
 	c.dir.Unlock()
@@ -303,23 +303,30 @@ func (c *Cluster) linkUp(l *peer.Link) {
 func (c *Cluster) serve(ctx context.Context, node string, method byte, body []byte) ([]byte, error) {
 	switch method {
 	case methodRegister:
-		id, holder, err := decodeClientNode(body)
+		cl, err := decodeClaim(body)
 		if err != nil {
 			return nil, err
 		}
-		return []byte(c.register(id, holder)), nil
+		return []byte(c.register(cl)), nil
 	case methodAssert:
-		holder, ids, err := decodeAssert(body)
+		holder, ids, stamps, err := decodeAssert(body)
 		if err != nil {
 			return nil, err
 		}
-		return appendStringList(nil, c.assert(holder, ids)), nil
+		return appendStringList(nil, c.assert(holder, ids, stamps)), nil
 	case methodUnregister:
-		id, holder, err := decodeClientNode(body)
+		cl, err := decodeClaim(body)
 		if err != nil {
 			return nil, err
 		}
-		c.unregister(id, holder)
+		c.unregister(cl)
+		return nil, nil
+	case methodDrop:
+		cl, err := decodeClaim(body)
+		if err != nil {
+			return nil, err
+		}
+		c.drop(cl)
 		return nil, nil
 	case methodHandOver:
 		id, clean, err := decodeHandOver(body)

@@ -124,7 +124,7 @@ func (c *Cluster) setAlive(id string, alive bool) {
 func (c *Cluster) forgetHolder(node string) {
 	c.dir.Lock()
 	for id, h := range c.dir.entries {
-		if h == node {
+		if h.node == node {
 			delete(c.dir.entries, id)
 		}
 	}

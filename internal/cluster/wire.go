@@ -16,10 +16,11 @@ var ErrCorrupt = errors.New("cluster: corrupt encoding")
 
 // Request methods on peer links.
 const (
-	methodRegister   byte = 1 // directory owner: client registers here; answer: previous holder
-	methodAssert     byte = 2 // directory owner: a holder re-registers sessions; answer: those held elsewhere
+	methodRegister   byte = 1 // directory owner: a client connected to a node; answer: previous holder
+	methodAssert     byte = 2 // directory owner: a holder re-registers sessions; answer: those held elsewhere since
 	methodUnregister byte = 3 // directory owner (notification): a session ended on a node
 	methodHandOver   byte = 4 // holder: close the client's connection and send the session
+	methodDrop       byte = 5 // holder (notification): a newer claim exists; drop a stale session
 )
 
 // stateVersion is the first byte of an encoded session state.
@@ -41,28 +42,48 @@ const (
 	queuedFlagRetain = 1 << 1
 )
 
-// appendClientNode encodes a register or unregister request.
-func appendClientNode(dst []byte, clientID, node string) []byte {
-	dst = appendString(dst, clientID)
-	return appendString(dst, node)
+// claim says that node holds clientID's session since stamp (the hybrid
+// logical time of the CONNECT that put it there; 0 for a session loaded
+// from a node's store, which any later claim beats).
+type claim struct {
+	ClientID string
+	Node     string
+	Stamp    uint64
 }
 
-func decodeClientNode(b []byte) (clientID, node string, err error) {
+// appendClaim encodes a register, unregister or drop request.
+func appendClaim(dst []byte, c claim) []byte {
+	dst = appendString(dst, c.ClientID)
+	dst = appendString(dst, c.Node)
+	return binary.AppendUvarint(dst, c.Stamp)
+}
+
+func decodeClaim(b []byte) (claim, error) {
 	d := decoder{b: b}
-	clientID, node = d.string(), d.string()
-	return clientID, node, d.finish("client and node")
+	c := claim{ClientID: d.string(), Node: d.string(), Stamp: d.uvarint()}
+	return c, d.finish("claim")
 }
 
 // appendAssert encodes a holder's re-registration of many sessions.
-func appendAssert(dst []byte, node string, ids []string) []byte {
+func appendAssert(dst []byte, node string, ids []string, stamps []uint64) []byte {
 	dst = appendString(dst, node)
-	return appendStrings(dst, ids)
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for i, id := range ids {
+		dst = appendString(dst, id)
+		dst = binary.AppendUvarint(dst, stamps[i])
+	}
+	return dst
 }
 
-func decodeAssert(b []byte) (node string, ids []string, err error) {
+func decodeAssert(b []byte) (node string, ids []string, stamps []uint64, err error) {
 	d := decoder{b: b}
-	node, ids = d.string(), d.strings()
-	return node, ids, d.finish("assert")
+	node = d.string()
+	n := d.count(2)
+	for i := 0; i < n && !d.err; i++ {
+		ids = append(ids, d.string())
+		stamps = append(stamps, d.uvarint())
+	}
+	return node, ids, stamps, d.finish("assert")
 }
 
 func appendStringList(dst []byte, ss []string) []byte { return appendStrings(dst, ss) }

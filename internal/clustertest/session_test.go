@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -149,4 +150,69 @@ func TestWillClusterWide(t *testing.T) {
 			t.Fatalf("delayed will arrived after %v, before its 10 s delay", waited)
 		}
 	})
+}
+
+// TestStaleSessionDroppedAfterRestart: a node holding persistent sessions
+// dies; their clients reconnect elsewhere (the old sessions are
+// unreachable, so they start afresh). When the dead node comes back with the
+// sessions in its store, it re-registers them, learns that newer claims
+// exist, and drops its stale copies, both for a client whose directory
+// entry lives on another node and for one whose entry the restarted node
+// itself owns (and had lost).
+func TestStaleSessionDroppedAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 3, nil, func(o *Options) { o.Store = true })
+		n1, n2 := c.Node(0), c.Node(1)
+		all := []string{"n1", "n2", "n3"}
+		ids := []string{pickClient(all, "n1"), pickClient(all, "n3")}
+		for _, id := range ids {
+			cl := n1.Connect(id, ConnectOptions{SessionExpiry: 3600})
+			cl.Subscribe(1, "r/"+id)
+			cl.Close()
+		}
+		c.Kill(0)
+		c.Eventually("node 1 declared failed", func() bool { return len(n2.Cluster.Alive()) == 2 })
+
+		var back []*Client
+		for _, id := range ids {
+			cl := n2.Connect(id, ConnectOptions{Resume: true, SessionExpiry: 3600})
+			if cl.Connack.SessionPresent {
+				t.Fatalf("%s: a session held by a dead node was resumed", id)
+			}
+			cl.Subscribe(1, "r/new/"+id)
+			back = append(back, cl)
+		}
+
+		c.Restart(0)
+		n1 = c.Node(0)
+		c.Eventually("node 1 drops its stale copies", func() bool { return n1.Broker.Stats().Sessions == 0 })
+		if got := n1.Gather("sextant_cluster_stale_sessions_total", nil); got != 2 {
+			t.Errorf("node 1 counted %v stale sessions, want 2", got)
+		}
+		c.Eventually("node 1's old subscriptions withdrawn", func() bool { return len(n2.Interest()[n1.ID]) == 0 })
+		// The clients' sessions on node 2 are untouched.
+		pub := c.Node(2).Connect("pub", ConnectOptions{})
+		for i, id := range ids {
+			if back[i].Err() != nil {
+				t.Fatalf("%s on node 2 disturbed: %v", id, back[i].Err())
+			}
+			pub.Publish("r/new/"+id, 1, false, "x")
+			if m := back[i].Next(); m.Payload != "x" {
+				t.Fatalf("%s got %v", id, m)
+			}
+		}
+		if s := n2.Broker.Stats().Sessions; s != 2 {
+			t.Fatalf("node 2 holds %d sessions, want the 2 clients'", s)
+		}
+	})
+}
+
+// pickClient returns a client id whose directory owner among nodes is want.
+func pickClient(nodes []string, want string) string {
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("roamer-%d", i)
+		if cluster.DirectoryOwner(id, nodes) == want {
+			return id
+		}
+	}
 }
