@@ -48,7 +48,7 @@ type staticMembers struct {
 	events chan membership.Event
 }
 
-func (s *staticMembers) Members() []membership.Member   { return s.ms }
+func (s *staticMembers) Members() []membership.Member    { return s.ms }
 func (s *staticMembers) Events() <-chan membership.Event { return s.events }
 
 type unitNode struct {
