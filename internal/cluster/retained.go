@@ -36,7 +36,7 @@ func (c *Cluster) Retained(m *message.Message) {
 		delete(c.retained.tombs, m.Topic)
 	}
 	c.retained.Unlock()
-	enc := message.Append(nil, m)
+	enc := message.Append(make([]byte, 0, m.Size()), m)
 	for _, l := range c.peers.Links() {
 		l.SendRetained(enc)
 	}

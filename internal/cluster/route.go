@@ -63,7 +63,7 @@ func (c *Cluster) Forward(m *message.Message, served []string) {
 			t.groups = append(t.groups, key)
 		}
 	}
-	enc := message.Append(nil, m)
+	enc := message.Append(make([]byte, 0, m.Size()), m)
 	for i := range ts {
 		c.peers.Publish(ts[i].node, &peer.Publish{Msg: enc, QoS: m.QoS, Direct: ts[i].direct, Groups: ts[i].groups})
 	}
