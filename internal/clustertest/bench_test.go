@@ -31,7 +31,7 @@ type staticMembers struct {
 	events chan membership.Event
 }
 
-func (s *staticMembers) Members() []membership.Member   { return s.ms }
+func (s *staticMembers) Members() []membership.Member    { return s.ms }
 func (s *staticMembers) Events() <-chan membership.Event { return s.events }
 
 // benchNode is a broker on loopback TCP, with a cluster layer when it has
