@@ -466,8 +466,9 @@ func TestQueueOverflowPolicy(t *testing.T) {
 		eventually(t, 10*time.Second, "link up", l.Up)
 		big := make([]byte, 1024)
 		start := time.Now()
-		blocked := 0
+		blocked, published := 0, 0
 		for i := 0; blocked == 0 && i < 1000; i++ {
+			published++
 			before := drops(DropBlocked)
 			t0 := time.Now()
 			l.Publish(&Publish{Msg: big, QoS: 1})
@@ -484,11 +485,20 @@ func TestQueueOverflowPolicy(t *testing.T) {
 		t.Logf("first blocked drop after %v", time.Since(start))
 		// Release b: everything queued arrives, in order, nothing more lost.
 		close(rb.gate)
-		eventually(t, 30*time.Second, "queue drained", func() bool {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			return l.mu.data.live == 0
+		want := len(queued) + published - blocked
+		eventually(t, 30*time.Second, "everything delivered", func() bool {
+			p, _, _ := rb.snapshot()
+			return len(p) == want
 		})
+		got, _, _ := rb.snapshot()
+		for i, q := range queued {
+			if exp := fmt.Sprintf("false|[]|%s", q); got[i] != exp {
+				t.Fatalf("delivery %d: %q, want %q", i, got[i], exp)
+			}
+		}
+		if d := drops(DropBlocked); d != 1 {
+			t.Fatalf("blocked_timeout drops %v, want 1", d)
+		}
 	})
 }
 
