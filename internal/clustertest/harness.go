@@ -312,6 +312,9 @@ func (c *Cluster) Heal(i, j int) { c.Net.Heal(hostOf(i), hostOf(j)) }
 // host, still reach it).
 func (c *Cluster) Isolate(i int) { c.Net.Isolate(hostOf(i)) }
 
+// Rejoin undoes Isolate(i).
+func (c *Cluster) Rejoin(i int) { c.Net.Rejoin(hostOf(i)) }
+
 // SetRTT sets the round-trip time between nodes i and j.
 func (c *Cluster) SetRTT(i, j int, rtt time.Duration) { c.Net.SetRTT(hostOf(i), hostOf(j), rtt) }
 

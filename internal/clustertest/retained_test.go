@@ -71,7 +71,7 @@ func TestRetainedLastWriterWinsAndTombstones(t *testing.T) {
 			_, b := retainedOn(c.Node(1))["r/c"]
 			return !a && !b
 		})
-		c.Net.Rejoin(hostOf(2))
+		c.Rejoin(2)
 		c.WaitConverged()
 		want := retainedOn(c.Node(0))
 		delete(want, "r/c")
