@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// interestLog bounds the changes kept for deltas: a link more than this many
-// changes behind gets a full snapshot instead.
+// interestLog is how many recent changes are kept, at least, for deltas (up
+// to twice as many): a link further behind gets a full snapshot instead.
 const interestLog = 4096
 
 // interest is this node's aggregated interest, announced to every peer. Each
@@ -57,9 +57,10 @@ func (in *interest) set(filter string, present bool) bool {
 		return false
 	}
 	in.mu.version++
-	if len(in.mu.log) == interestLog {
-		copy(in.mu.log, in.mu.log[1:])
-		in.mu.log = in.mu.log[:interestLog-1]
+	if len(in.mu.log) == 2*interestLog { // keep the newest half: amortised O(1)
+		n := copy(in.mu.log, in.mu.log[interestLog:])
+		clear(in.mu.log[n:])
+		in.mu.log = in.mu.log[:n]
 	}
 	in.mu.log = append(in.mu.log, interestChange{filter, after})
 	return true

@@ -315,11 +315,11 @@ func TestInterestLogTruncationSendsSnapshot(t *testing.T) {
 	if f.Full || f.From != 0 || f.To != 1 || !slices.Equal(f.Add, []string{"a"}) {
 		t.Fatalf("delta: %+v", f)
 	}
-	for i := range interestLog + 10 {
+	for i := range 2*interestLog + 10 {
 		in.set("f"+strconv.Itoa(i), true)
 	}
 	f, _ = in.since(1, false)
-	if !f.Full || len(f.Add) != interestLog+11 {
+	if !f.Full || len(f.Add) != 2*interestLog+11 {
 		t.Fatalf("after the log was truncated: full=%v with %d filters", f.Full, len(f.Add))
 	}
 	v := in.version()
