@@ -144,12 +144,7 @@ func TestHandshakeRefusals(t *testing.T) {
 
 func TestBackoffIsBoundedAndSeeded(t *testing.T) {
 	mk := func(seed uint64) *Manager {
-		m, err := New(Config{NodeID: "a", Dial: nil, Handler: newRecorder("a"), Seed: seed,
-			Options: Options{BackoffMin: 100 * time.Millisecond, BackoffMax: 2 * time.Second}})
-		if err == nil {
-			return m
-		}
-		m, err = New(Config{NodeID: "a", Dial: func(context.Context, string) (net.Conn, error) { return nil, io.EOF },
+		m, err := New(Config{NodeID: "a", Dial: func(context.Context, string) (net.Conn, error) { return nil, io.EOF },
 			Handler: newRecorder("a"), Seed: seed, Options: Options{BackoffMin: 100 * time.Millisecond, BackoffMax: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
