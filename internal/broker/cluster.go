@@ -248,3 +248,16 @@ func (b *Broker) importSession(id string, v packet.Version, expiry uint32, st *S
 // RetainedMessages calls fn for every retained message held, for a full
 // retained sync with a node that joins.
 func (b *Broker) RetainedMessages(fn func(*message.Message) bool) { b.retained.All(fn) }
+
+// SessionIDs returns the client ids of the sessions held here (connected
+// or not), for the cluster's session directory to register them again
+// after a restart or a membership change.
+func (b *Broker) SessionIDs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]string, 0, len(b.mu.sessions))
+	for id := range b.mu.sessions {
+		out = append(out, id)
+	}
+	return out
+}

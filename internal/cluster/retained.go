@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/message"
+)
+
+// tombstone remembers a retained deletion.
+type tombstone struct {
+	stamp   uint64
+	origin  string
+	expires time.Time
+}
+
+// newerThan orders retained updates: by stamp, then by origin node id.
+func newerThan(stamp uint64, origin string, s2 uint64, o2 string) bool {
+	if stamp != s2 {
+		return stamp > s2
+	}
+	return strings.Compare(origin, o2) > 0
+}
+
+// Retained implements broker.Cluster: a retained update published here
+// (already applied locally, stamped) goes to every connected peer; a peer
+// whose link is down gets a full sync when it reconnects.
+func (c *Cluster) Retained(m *message.Message) {
+	if c.closed.Load() {
+		return
+	}
+	c.retained.Lock()
+	if len(m.Payload) == 0 {
+		c.retained.tombs[m.Topic] = tombstone{stamp: m.Stamp, origin: m.Origin, expires: c.clock.Now().Add(c.cfg.TombstoneTTL)}
+	} else {
+		delete(c.retained.tombs, m.Topic)
+	}
+	c.retained.Unlock()
+	enc := message.Append(make([]byte, 0, m.Size()), m)
+	for _, l := range c.peers.Links() {
+		l.SendRetained(enc)
+	}
+}
+
+// applyRetained applies a retained update from a peer: last writer wins by
+// (Stamp, Origin), and a deletion newer than the update (a tombstone) wins
+// over it even when the message is no longer held.
+func (c *Cluster) applyRetained(m *message.Message) {
+	c.hlc.observe(m.Stamp)
+	c.retained.Lock()
+	defer c.retained.Unlock()
+	if t, ok := c.retained.tombs[m.Topic]; ok && !newerThan(m.Stamp, m.Origin, t.stamp, t.origin) {
+		c.metrics.retainedStale.Inc()
+		return
+	}
+	applied := c.b.ApplyRetained(m)
+	switch {
+	case !applied:
+		c.metrics.retainedStale.Inc()
+	case len(m.Payload) == 0:
+		c.retained.tombs[m.Topic] = tombstone{stamp: m.Stamp, origin: m.Origin, expires: c.clock.Now().Add(c.cfg.TombstoneTTL)}
+		c.metrics.retainedApplied.Inc()
+	default:
+		delete(c.retained.tombs, m.Topic)
+		c.metrics.retainedApplied.Inc()
+	}
+}
+
+// retainedSnapshot encodes every retained message and tombstone, for a
+// full sync on a new link.
+func (c *Cluster) retainedSnapshot() [][]byte {
+	var out [][]byte
+	c.b.RetainedMessages(func(m *message.Message) bool {
+		if m.Stamp == 0 && m.Origin == "" && strings.HasPrefix(m.Topic, "$SYS/") {
+			return true // this node's own statistics
+		}
+		out = append(out, message.Append(nil, m))
+		return true
+	})
+	now := c.clock.Now()
+	c.retained.Lock()
+	for t, ts := range c.retained.tombs {
+		if now.After(ts.expires) {
+			continue
+		}
+		out = append(out, message.Append(nil, &message.Message{Topic: t, Retain: true, Stamp: ts.stamp, Origin: ts.origin}))
+	}
+	c.retained.Unlock()
+	return out
+}
+
+// sweepTombstones forgets deletions older than TombstoneTTL.
+func (c *Cluster) sweepTombstones() {
+	now := c.clock.Now()
+	c.retained.Lock()
+	defer c.retained.Unlock()
+	for t, ts := range c.retained.tombs {
+		if now.After(ts.expires) {
+			delete(c.retained.tombs, t)
+		}
+	}
+}

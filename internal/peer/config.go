@@ -1,0 +1,164 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sextantmq/sextant/internal/clock"
+)
+
+// ErrConfig marks an invalid Config.
+var ErrConfig = errors.New("peer: invalid config")
+
+// DialFunc opens a stream to a peer's address ("host:port").
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// DialTCP dials addr over TCP; it is the DialFunc for production.
+func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// Handler receives what peers send. Link calls come from the link's reader
+// goroutine, one at a time per link and in the order the peer sent them;
+// a call that blocks holds up that link (and, through TCP flow control, the
+// peer's queue for it). Serve runs in its own goroutine.
+type Handler interface {
+	// LinkUp is called when a connection to l's node is established, before
+	// anything is read from it. The handler may call l.SyncRetained.
+	LinkUp(l *Link)
+	// LinkDown is called when that connection has ended.
+	LinkDown(node string)
+	// Interest reports the node's interest: with full set, add is its whole
+	// set and replaces what it announced before; otherwise add and remove
+	// are changes.
+	Interest(node string, full bool, add, remove []string)
+	// Publish delivers one forwarded message. msg is a message.Append
+	// encoding valid only during the call.
+	Publish(node string, msg []byte, direct bool, groups []string)
+	// Retained applies one retained update (msg as in Publish).
+	Retained(node string, msg []byte)
+	// Serve answers a request (Link.Call) or a notification (Link.Notify,
+	// whose answer is discarded). body is the caller's and may be kept. ctx
+	// ends when the manager closes.
+	Serve(ctx context.Context, node string, method byte, body []byte) ([]byte, error)
+}
+
+// Options tune links. The zero value of each field takes the default named
+// in its comment.
+type Options struct {
+	// QueueMessages bounds the forwarded messages waiting per link
+	// (default 16384).
+	QueueMessages int
+	// QueueBytes bounds their size per link (default 16 MiB).
+	QueueBytes int
+	// ControlBytes bounds the control frames (interest is not queued;
+	// retained updates, requests and responses are) waiting per connection;
+	// overflowing it resets the connection, and the reconnection
+	// resynchronises interest and retained messages (default 16 MiB).
+	ControlBytes int
+	// BlockTimeout is how long a QoS 1/2 publisher waits for room in a full
+	// queue of a connected link before its message is dropped (default 1 s).
+	BlockTimeout time.Duration
+	// BatchBytes is about how many bytes of forwarded messages go into one
+	// frame and one write (default 256 KiB).
+	BatchBytes int
+	// MaxFrame bounds a frame's size (default 64 MiB); a peer that sends a
+	// larger one is disconnected. A session hand-over must fit in one frame.
+	MaxFrame int
+	// PingInterval: a connection with nothing to send sends a ping this often
+	// (default 2 s).
+	PingInterval time.Duration
+	// ReadTimeout: a connection that receives nothing for this long is
+	// closed (default 10 s; keep it several PingIntervals).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds one write (default 10 s).
+	WriteTimeout time.Duration
+	// HandshakeTimeout bounds dialling and the handshake (default 5 s).
+	HandshakeTimeout time.Duration
+	// BackoffMin and BackoffMax bound the jittered exponential wait between
+	// dial attempts (defaults 50 ms and 5 s).
+	BackoffMin, BackoffMax time.Duration
+	// MaxRequests bounds the requests served at once; beyond it a request is
+	// answered with an error at once (default 256).
+	MaxRequests int
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	dur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.QueueMessages, 16384)
+	def(&o.QueueBytes, 16<<20)
+	def(&o.ControlBytes, 16<<20)
+	def(&o.BatchBytes, 256<<10)
+	def(&o.MaxFrame, 64<<20)
+	def(&o.MaxRequests, 256)
+	dur(&o.BlockTimeout, time.Second)
+	dur(&o.PingInterval, 2*time.Second)
+	dur(&o.ReadTimeout, 10*time.Second)
+	dur(&o.WriteTimeout, 10*time.Second)
+	dur(&o.HandshakeTimeout, 5*time.Second)
+	dur(&o.BackoffMin, 50*time.Millisecond)
+	dur(&o.BackoffMax, 5*time.Second)
+	if o.BackoffMax < o.BackoffMin {
+		o.BackoffMax = o.BackoffMin
+	}
+	return o
+}
+
+// Config configures a Manager.
+type Config struct {
+	// NodeID is this node's id. Between two nodes, the one with the smaller
+	// id dials.
+	NodeID string
+	// Listener accepts peers' connections (each starting with the Kind
+	// byte); the Manager owns it from Start on. nil: this node only dials.
+	Listener net.Listener
+	// Dial opens connections to peers (DialTCP in production).
+	Dial DialFunc
+	// TLS, when set, wraps every peer connection after the Kind byte: as
+	// the server side on accepted connections (set ClientAuth to
+	// tls.RequireAndVerifyClientCert for mutual TLS) and as the client side
+	// on dialled ones (ServerName defaults to the dialled host).
+	TLS *tls.Config
+	// Handler receives what peers send.
+	Handler Handler
+	// Clock drives timers and deadlines (default: the wall clock).
+	Clock clock.Clock
+	// Seed seeds the reconnection jitter (0: 1).
+	Seed uint64
+	// Registerer receives the link metrics (nil: not exported).
+	Registerer prometheus.Registerer
+	// Log receives connection events (default: discarded).
+	Log *slog.Logger
+	// Options tune the links.
+	Options Options
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return fmt.Errorf("%w: no node id", ErrConfig)
+	case c.Dial == nil:
+		return fmt.Errorf("%w: no dial function", ErrConfig)
+	case c.Handler == nil:
+		return fmt.Errorf("%w: no handler", ErrConfig)
+	}
+	return nil
+}

@@ -1,0 +1,395 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sextantmq/sextant/internal/clock"
+)
+
+// ErrLinkDown is returned by a call whose connection ended before the
+// answer came. The request may or may not have been served.
+var ErrLinkDown = errors.New("peer: link down")
+
+// ErrRemote wraps an error returned by the peer's handler.
+var ErrRemote = errors.New("peer: remote error")
+
+// errOverflow ends a connection whose control queue overflowed.
+var errOverflow = errors.New("peer: control queue overflow")
+
+// Link is the connection to one peer, re-established whenever it fails, and
+// its queues. The forwarded-message queue outlives connections; the
+// control queue (retained updates, requests, responses) belongs to one
+// connection and is dropped with it.
+type Link struct {
+	// immutable after newLink
+	mgr    *Manager
+	id     string
+	dials  bool // this node dials (its id is the smaller)
+	lm     *linkMetrics
+	ctx    context.Context // ends when the link is removed
+	cancel context.CancelFunc
+	wake   chan struct{} // cap 1: the writer has something to do
+	offer  chan accepted // acceptor side: connections past their handshake
+	done   chan struct{} // closed when run returns
+
+	up atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		addr      string
+		closed    bool
+		data      dataQueue
+		space     chan struct{} // closed when the writer takes from a full queue
+		sess      uint64        // current connection's number, 0 while down
+		nsess     uint64
+		upCh      chan struct{} // closed while a connection is up
+		ctrl      [][]byte      // encoded frames for connection sess
+		ctrlBytes int
+		overflow  bool
+		sync      [][]byte // retained messages still to send on connection sess
+		nextID    uint64
+		pending   map[uint64]chan response
+	}
+}
+
+func newLink(m *Manager, id, addr string) *Link {
+	l := &Link{
+		mgr: m, id: id, dials: m.cfg.NodeID < id, lm: m.metrics.forPeer(id),
+		wake: make(chan struct{}, 1), offer: make(chan accepted), done: make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancel(m.ctx)
+	l.mu.addr = addr
+	l.mu.upCh = make(chan struct{})
+	l.mu.pending = map[uint64]chan response{}
+	return l
+}
+
+// Node returns the peer's node id.
+func (l *Link) Node() string { return l.id }
+
+// Up reports whether a connection is established.
+func (l *Link) Up() bool { return l.up.Load() }
+
+func (l *Link) setAddr(addr string) {
+	l.mu.Lock()
+	l.mu.addr = addr
+	l.mu.Unlock()
+}
+
+func (l *Link) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the link and waits for its goroutine; queued messages are
+// dropped and counted.
+func (l *Link) stop() {
+	l.mu.Lock()
+	l.mu.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	<-l.done
+	l.mu.Lock()
+	n := l.mu.data.clear()
+	if l.mu.space != nil {
+		close(l.mu.space)
+		l.mu.space = nil
+	}
+	l.mu.Unlock()
+	l.lm.dropped[DropRemoved].Add(float64(n))
+}
+
+func (l *Link) offerConn(a accepted) {
+	select {
+	case l.offer <- a:
+	case <-l.ctx.Done():
+		_ = a.conn.Close()
+	}
+}
+
+// Publish queues a forwarded message. The overflow policy, when the queue
+// is at QueueMessages or QueueBytes: the oldest queued QoS 0 message is
+// dropped to make room; if there is none, a QoS 0 message is dropped, and a
+// QoS 1/2 message waits up to BlockTimeout for room while the link is
+// connected (back-pressure on its publisher), or is dropped at once while
+// it is not. Every drop is counted by reason.
+func (l *Link) Publish(p *Publish) {
+	size := p.size()
+	opts := &l.mgr.opts
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		l.mu.Lock()
+		if l.mu.closed {
+			l.mu.Unlock()
+			l.lm.dropped[DropRemoved].Inc()
+			return
+		}
+		q := &l.mu.data
+		for q.full(opts.QueueMessages, opts.QueueBytes, size) && q.dropOldestQoS0() {
+			l.lm.dropped[DropQueueFull].Inc()
+		}
+		if !q.full(opts.QueueMessages, opts.QueueBytes, size) {
+			q.push(p)
+			live, bytes := q.live, q.bytes
+			l.mu.Unlock()
+			l.lm.queueMessages.Set(float64(live))
+			l.lm.queueBytes.Set(float64(bytes))
+			l.poke()
+			return
+		}
+		if p.QoS == 0 {
+			l.mu.Unlock()
+			l.lm.dropped[DropQueueFull].Inc()
+			return
+		}
+		if l.mu.sess == 0 {
+			l.mu.Unlock()
+			l.lm.dropped[DropLinkDown].Inc()
+			return
+		}
+		if l.mu.space == nil {
+			l.mu.space = make(chan struct{})
+		}
+		space := l.mu.space
+		l.mu.Unlock()
+		if timer == nil {
+			timer = l.mgr.clock.NewTimer(opts.BlockTimeout)
+		}
+		select {
+		case <-space:
+		case <-timer.C():
+			l.lm.dropped[DropBlocked].Inc()
+			return
+		case <-l.ctx.Done():
+			l.lm.dropped[DropRemoved].Inc()
+			return
+		}
+	}
+}
+
+// SendRetained sends one retained update (a message.Append encoding) if
+// the link is connected; it reports whether it was queued. A link that is
+// down gets a full sync when it reconnects instead (see SyncRetained).
+func (l *Link) SendRetained(msg []byte) bool {
+	return l.enqueue(0, appendRetainedBatch(nil, [][]byte{msg}))
+}
+
+// SyncRetained sets the retained messages to send on the connection that
+// just came up, after anything queued before; the writer sends them in
+// batches when its control queue is empty. Call it from Handler.LinkUp.
+func (l *Link) SyncRetained(msgs [][]byte) {
+	l.mu.Lock()
+	if l.mu.sess != 0 {
+		l.mu.sync = msgs
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+// enqueue queues a control frame on connection sess (0: the current one)
+// and reports whether it was queued.
+func (l *Link) enqueue(sess uint64, frame []byte) bool {
+	l.mu.Lock()
+	if l.mu.sess == 0 || (sess != 0 && sess != l.mu.sess) {
+		l.mu.Unlock()
+		return false
+	}
+	ok := l.enqueueLocked(frame)
+	l.mu.Unlock()
+	l.poke()
+	return ok
+}
+
+func (l *Link) enqueueLocked(frame []byte) bool {
+	if l.mu.overflow {
+		return false
+	}
+	if len(l.mu.ctrl) > 0 && l.mu.ctrlBytes+len(frame) > l.mgr.opts.ControlBytes {
+		l.mu.overflow = true
+		return false
+	}
+	l.mu.ctrl = append(l.mu.ctrl, frame)
+	l.mu.ctrlBytes += len(frame)
+	return true
+}
+
+func (l *Link) respond(sess uint64, r response) {
+	l.enqueue(sess, appendResponse(nil, r))
+}
+
+// Call sends a request and waits for its answer. It waits for the link to
+// be connected first. It fails with ErrLinkDown if the connection ends
+// before the answer (the request may have been served), with an error
+// wrapping ErrRemote if the peer's handler failed, or with ctx's error.
+func (l *Link) Call(ctx context.Context, method byte, body []byte) ([]byte, error) {
+	var ch chan response
+	var id uint64
+	for {
+		l.mu.Lock()
+		if l.mu.closed {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("peer: call to %s: %w", l.id, ErrClosed)
+		}
+		if l.mu.sess != 0 {
+			l.mu.nextID++
+			id = l.mu.nextID
+			ch = make(chan response, 1)
+			if !l.enqueueLocked(appendRequest(nil, request{ID: id, Method: method, Body: body})) {
+				l.mu.Unlock()
+				return nil, fmt.Errorf("peer: call to %s: %w", l.id, errOverflow)
+			}
+			l.mu.pending[id] = ch
+			l.mu.Unlock()
+			l.poke()
+			break
+		}
+		upCh := l.mu.upCh
+		l.mu.Unlock()
+		select {
+		case <-upCh:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("peer: call to %s (not connected): %w", l.id, ctx.Err())
+		case <-l.ctx.Done():
+			return nil, fmt.Errorf("peer: call to %s: %w", l.id, ErrClosed)
+		}
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("peer: call to %s: %w", l.id, ErrLinkDown)
+		}
+		if r.Status != statusOK {
+			return nil, fmt.Errorf("%w: %s: %s", ErrRemote, l.id, r.Body)
+		}
+		return r.Body, nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		delete(l.mu.pending, id)
+		l.mu.Unlock()
+		return nil, fmt.Errorf("peer: call to %s: %w", l.id, ctx.Err())
+	}
+}
+
+// Notify sends a request whose answer is not wanted, if the link is
+// connected; it reports whether it was queued.
+func (l *Link) Notify(method byte, body []byte) bool {
+	return l.enqueue(0, appendRequest(nil, request{Method: method, Body: body}))
+}
+
+// run connects (dialling with backoff, or taking what the acceptor hands
+// over) and serves connections until the link is removed.
+func (l *Link) run() {
+	defer close(l.done)
+	attempt := 0
+	connected := false
+	var next *accepted
+	for l.ctx.Err() == nil {
+		var a accepted
+		switch {
+		case next != nil:
+			a, next = *next, nil
+		case l.dials:
+			if attempt > 0 {
+				t := l.mgr.clock.NewTimer(l.mgr.backoff(attempt))
+				select {
+				case <-t.C():
+				case <-l.ctx.Done():
+					t.Stop()
+					return
+				}
+			}
+			attempt++
+			l.mu.Lock()
+			addr := l.mu.addr
+			l.mu.Unlock()
+			var err error
+			if a, err = l.mgr.dial(l.ctx, l.id, addr); err != nil {
+				l.mgr.log.Debug("peer: dial failed", "peer", l.id, "attempt", attempt, "err", err)
+				continue
+			}
+		default:
+			select {
+			case a = <-l.offer:
+			case <-l.ctx.Done():
+				return
+			}
+		}
+		if connected {
+			l.lm.reconnects.Inc()
+		}
+		connected = true
+		attempt = 1
+		next = l.serve(a)
+	}
+	if next != nil {
+		_ = next.conn.Close()
+	}
+}
+
+// session is one connection's shared state between its reader and writer.
+type session struct {
+	n          uint64
+	conn       net.Conn
+	br         *bufio.Reader
+	readerDone chan error // cap 1
+}
+
+// serve runs one connection until it fails, the link is removed, or (on
+// the acceptor's side) a newer connection from the peer replaces it, which
+// it returns.
+func (l *Link) serve(a accepted) *accepted {
+	l.mu.Lock()
+	l.mu.nsess++
+	s := &session{n: l.mu.nsess, conn: a.conn, br: a.br, readerDone: make(chan error, 1)}
+	l.mu.sess = s.n
+	l.mu.ctrl, l.mu.ctrlBytes, l.mu.overflow, l.mu.sync = nil, 0, false, nil
+	close(l.mu.upCh)
+	l.mu.Unlock()
+	l.up.Store(true)
+	l.lm.up.Set(1)
+	l.mgr.log.Debug("peer: link up", "peer", l.id, "conn", s.n)
+	l.mgr.cfg.Handler.LinkUp(l)
+
+	go func() { s.readerDone <- l.readLoop(s) }()
+	next, err := l.writeLoop(s)
+	_ = s.conn.Close()
+	rerr := <-s.readerDone
+	if err == nil {
+		err = rerr
+	}
+
+	l.mu.Lock()
+	l.mu.sess = 0
+	l.mu.upCh = make(chan struct{})
+	l.mu.ctrl, l.mu.ctrlBytes, l.mu.overflow, l.mu.sync = nil, 0, false, nil
+	for id, ch := range l.mu.pending {
+		close(ch)
+		delete(l.mu.pending, id)
+	}
+	if l.mu.space != nil { // QoS 1/2 publishers waiting stop waiting: the link is down
+		close(l.mu.space)
+		l.mu.space = nil
+	}
+	l.mu.Unlock()
+	l.up.Store(false)
+	l.lm.up.Set(0)
+	if errors.Is(err, errOverflow) {
+		l.lm.resets.Inc()
+	}
+	l.mgr.log.Debug("peer: link down", "peer", l.id, "conn", s.n, "err", err)
+	l.mgr.cfg.Handler.LinkDown(l.id)
+	return next
+}

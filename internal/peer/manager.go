@@ -1,0 +1,437 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sextantmq/sextant/internal/clock"
+)
+
+// ErrClosed is returned by operations on a removed link or closed manager.
+var ErrClosed = errors.New("peer: closed")
+
+// maxHandshakes bounds the inbound connections in their handshake at once;
+// more are closed at once.
+const maxHandshakes = 64
+
+// Manager owns this node's links to its peers: one per peer, added and
+// removed by the caller (from cluster membership), plus the accept loop
+// for inbound connections and the goroutines serving requests.
+type Manager struct {
+	// immutable after New
+	cfg         Config
+	opts        Options
+	clock       clock.Clock
+	log         *slog.Logger
+	metrics     *metrics
+	noLink      prometheus.Counter
+	interest    *interest
+	incarnation uint64
+	ctx         context.Context
+	cancel      context.CancelFunc
+	requests    chan struct{} // semaphore of request handlers
+	handshakes  chan struct{} // semaphore of inbound handshakes
+
+	links atomic.Pointer[map[string]*Link] // copy on write, for lookups on the publish path
+	wg    sync.WaitGroup                   // accept loop, handshakes, request handlers
+
+	rng struct {
+		sync.Mutex
+		r *rand.Rand
+	}
+	mu struct {
+		sync.Mutex
+		links   map[string]*Link
+		started bool
+		closed  bool
+	}
+}
+
+// New creates a manager; it does not listen or dial until Start and Add.
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	m := &Manager{
+		cfg: cfg, opts: cfg.Options.withDefaults(), clock: cfg.Clock, log: cfg.Log,
+		metrics:     newMetrics(cfg.Registerer),
+		interest:    newInterest(),
+		incarnation: uint64(cfg.Clock.Now().UnixNano()),
+	}
+	m.noLink = m.metrics.dropped.WithLabelValues("", DropNoLink)
+	m.requests = make(chan struct{}, m.opts.MaxRequests)
+	m.handshakes = make(chan struct{}, maxHandshakes)
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.rng.r = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
+	m.mu.links = map[string]*Link{}
+	empty := map[string]*Link{}
+	m.links.Store(&empty)
+	return m, nil
+}
+
+// NodeID returns this node's id.
+func (m *Manager) NodeID() string { return m.cfg.NodeID }
+
+// Start begins accepting inbound connections.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.started || m.mu.closed || m.cfg.Listener == nil {
+		m.mu.started = true
+		return
+	}
+	m.mu.started = true
+	m.wg.Add(1)
+	go m.acceptLoop()
+}
+
+// Add makes sure there is a link to node id at addr: a new link starts
+// connecting (this node dials if its id is the smaller one, else it waits
+// for the peer to dial); an existing one uses addr for its next dial.
+func (m *Manager) Add(id, addr string) {
+	if id == m.cfg.NodeID {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return
+	}
+	if l := m.mu.links[id]; l != nil {
+		l.setAddr(addr)
+		return
+	}
+	l := newLink(m, id, addr)
+	m.mu.links[id] = l
+	m.publishLinks()
+	go l.run()
+}
+
+// Remove stops and forgets the link to node id: its connection is closed
+// and its queued messages are dropped (counted as DropRemoved). It waits
+// for the link's goroutines, so it must not be called from a Handler
+// method running on that link.
+func (m *Manager) Remove(id string) {
+	m.mu.Lock()
+	l := m.mu.links[id]
+	if l != nil {
+		delete(m.mu.links, id)
+		m.publishLinks()
+	}
+	m.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.stop()
+	m.metrics.forget(id)
+}
+
+func (m *Manager) publishLinks() {
+	cp := make(map[string]*Link, len(m.mu.links))
+	for k, v := range m.mu.links {
+		cp[k] = v
+	}
+	m.links.Store(&cp)
+}
+
+// Link returns the link to node id, or nil.
+func (m *Manager) Link(id string) *Link { return (*m.links.Load())[id] }
+
+// Links returns every link.
+func (m *Manager) Links() []*Link {
+	ls := *m.links.Load()
+	out := make([]*Link, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l)
+	}
+	return out
+}
+
+// Publish queues p on the link to node id (see Link.Publish), counting it
+// as dropped if there is no such link.
+func (m *Manager) Publish(id string, p *Publish) {
+	if l := m.Link(id); l != nil {
+		l.Publish(p)
+		return
+	}
+	m.noLink.Inc()
+}
+
+// SetInterest records that a filter (as subscribed, "$share/group/filter"
+// for shared ones) gained (present) or lost a local subscriber group; see
+// the package doc for the reference counting. Links announce the change.
+func (m *Manager) SetInterest(filter string, present bool) {
+	if !m.interest.set(filter, present) {
+		return
+	}
+	for _, l := range *m.links.Load() {
+		l.poke()
+	}
+}
+
+// Close stops accepting, removes every link and waits for every goroutine
+// the manager started.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.closed = true
+	links := m.mu.links
+	m.mu.links = map[string]*Link{}
+	m.publishLinks()
+	m.mu.Unlock()
+	m.cancel()
+	var err error
+	if m.cfg.Listener != nil {
+		if cerr := m.cfg.Listener.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+			err = fmt.Errorf("peer: close listener: %w", cerr)
+		}
+	}
+	for id, l := range links {
+		l.stop()
+		m.metrics.forget(id)
+	}
+	m.wg.Wait()
+	return err
+}
+
+// backoff returns the wait before dial attempt n (n >= 1): exponential from
+// BackoffMin, capped at BackoffMax, with the upper half jittered.
+func (m *Manager) backoff(n int) time.Duration {
+	d := m.opts.BackoffMin
+	for i := 1; i < n && d < m.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, m.opts.BackoffMax)
+	m.rng.Lock()
+	j := time.Duration(m.rng.r.Int64N(int64(d/2) + 1))
+	m.rng.Unlock()
+	return d/2 + j
+}
+
+// spawn runs f in a goroutine owned by the manager, unless it is closing.
+func (m *Manager) spawn(f func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (m *Manager) acceptLoop() {
+	defer m.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := m.cfg.Listener.Accept()
+		if err != nil {
+			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			m.log.Warn("peer: accept", "err", err)
+			t := m.clock.NewTimer(backoff)
+			select {
+			case <-t.C():
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		select {
+		case m.handshakes <- struct{}{}:
+		default:
+			_ = c.Close() // too many half-open connections
+			continue
+		}
+		if !m.spawn(func() {
+			defer func() { <-m.handshakes }()
+			m.accept(c)
+		}) {
+			<-m.handshakes
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+// accept runs the acceptor's side of the handshake and hands the
+// connection to its link.
+func (m *Manager) accept(c net.Conn) {
+	_ = c.SetDeadline(m.clock.Now().Add(m.opts.HandshakeTimeout))
+	var kind [1]byte
+	if _, err := io.ReadFull(c, kind[:]); err != nil || kind[0] != Kind {
+		_ = c.Close()
+		return
+	}
+	conn := c
+	if m.cfg.TLS != nil {
+		tc := tls.Server(c, m.cfg.TLS)
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.HandshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			m.log.Warn("peer: TLS handshake", "remote", c.RemoteAddr(), "err", err)
+			_ = c.Close()
+			return
+		}
+		conn = tc
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	typ, body, _, err := readFrame(br, nil, 4096)
+	if err != nil || typ != frameHello {
+		_ = conn.Close()
+		return
+	}
+	h, err := decodeHello(body)
+	if err != nil {
+		_ = conn.Close()
+		return
+	}
+	reject := ""
+	var l *Link
+	switch {
+	case h.Version != protocolVersion:
+		reject = fmt.Sprintf("protocol version %d, want %d", h.Version, protocolVersion)
+	case h.To != m.cfg.NodeID:
+		reject = fmt.Sprintf("this is node %q, not %q", m.cfg.NodeID, h.To)
+	case h.From >= m.cfg.NodeID:
+		reject = fmt.Sprintf("node %q must wait for %q to dial", h.From, m.cfg.NodeID)
+	default:
+		if l = m.Link(h.From); l == nil {
+			reject = fmt.Sprintf("node %q is not a known peer of %q", h.From, m.cfg.NodeID)
+		}
+	}
+	if reject != "" {
+		m.log.Debug("peer: refusing connection", "remote", c.RemoteAddr(), "reason", reject)
+		_, _ = conn.Write(appendReject(nil, reject))
+		_ = conn.Close()
+		return
+	}
+	if _, err := conn.Write(appendHelloAck(nil, helloAck{Version: protocolVersion, From: m.cfg.NodeID, Incarnation: m.incarnation})); err != nil {
+		_ = conn.Close()
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	l.offerConn(accepted{conn: conn, br: br, incarnation: h.Incarnation})
+}
+
+// dial runs the dialer's side of the handshake.
+func (m *Manager) dial(ctx context.Context, id, addr string) (accepted, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.HandshakeTimeout)
+	defer cancel()
+	c, err := m.cfg.Dial(ctx, addr)
+	if err != nil {
+		return accepted{}, fmt.Errorf("peer: dial %s at %s: %w", id, addr, err)
+	}
+	fail := func(err error) (accepted, error) {
+		_ = c.Close()
+		return accepted{}, fmt.Errorf("peer: handshake with %s at %s: %w", id, addr, err)
+	}
+	_ = c.SetDeadline(m.clock.Now().Add(m.opts.HandshakeTimeout))
+	if _, err := c.Write([]byte{Kind}); err != nil {
+		return fail(err)
+	}
+	conn := c
+	if m.cfg.TLS != nil {
+		cfg := m.cfg.TLS.Clone()
+		if cfg.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				cfg.ServerName = host
+			}
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fail(err)
+		}
+		conn = tc
+	}
+	if _, err := conn.Write(appendHello(nil, hello{Version: protocolVersion, From: m.cfg.NodeID, To: id, Incarnation: m.incarnation})); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	typ, body, _, err := readFrame(br, nil, 4096)
+	if err != nil {
+		return fail(err)
+	}
+	switch typ {
+	case frameHelloAck:
+		ack, err := decodeHelloAck(body)
+		if err != nil {
+			return fail(err)
+		}
+		if ack.From != id || ack.Version != protocolVersion {
+			return fail(fmt.Errorf("answered by %q (protocol %d)", ack.From, ack.Version))
+		}
+		_ = conn.SetDeadline(time.Time{})
+		return accepted{conn: conn, br: br, incarnation: ack.Incarnation}, nil
+	case frameReject:
+		reason, _ := decodeReject(body)
+		return fail(fmt.Errorf("refused: %s", reason))
+	}
+	return fail(fmt.Errorf("%w: %s frame in handshake", ErrCorrupt, frameName(typ)))
+}
+
+// accepted is a connection past its handshake.
+type accepted struct {
+	conn        net.Conn
+	br          *bufio.Reader
+	incarnation uint64
+}
+
+// serveRequest runs the handler for a request in a goroutine of its own and
+// queues the answer on the connection it came from.
+func (m *Manager) serveRequest(l *Link, sess uint64, r request) {
+	select {
+	case m.requests <- struct{}{}:
+	default:
+		if r.ID != 0 {
+			l.respond(sess, response{ID: r.ID, Status: statusError, Body: []byte("peer: too many requests")})
+		}
+		return
+	}
+	if !m.spawn(func() {
+		defer func() { <-m.requests }()
+		out, err := m.cfg.Handler.Serve(m.ctx, l.id, r.Method, r.Body)
+		if r.ID == 0 {
+			return
+		}
+		if err != nil {
+			l.respond(sess, response{ID: r.ID, Status: statusError, Body: []byte(err.Error())})
+			return
+		}
+		l.respond(sess, response{ID: r.ID, Status: statusOK, Body: out})
+	}) {
+		<-m.requests
+	}
+}

@@ -1,0 +1,132 @@
+package peer
+
+// Publish is one forwarded message for one peer: the receiving node
+// delivers Msg to its direct subscribers when Direct is set, and to one
+// member of each shared group ("$share/group/filter") in Groups.
+type Publish struct {
+	Msg    []byte // message.Append encoding; shared between links, never modified
+	QoS    byte   // the message's QoS, which decides the overflow policy
+	Direct bool
+	Groups []string
+}
+
+// size is what an item counts against a queue's byte bound.
+func (p *Publish) size() int {
+	n := 32 + len(p.Msg)
+	for _, g := range p.Groups {
+		n += 16 + len(g)
+	}
+	return n
+}
+
+// dataQueue is a link's FIFO of forwarded publishes. It is not safe for
+// concurrent use: the link's mutex guards it. Dropping an item leaves a nil
+// hole that pop skips; holes are compacted away so the backing slice stays
+// within a small multiple of the live count.
+type dataQueue struct {
+	items []*Publish // items[head:] are queued; nil entries were dropped
+	head  int
+	live  int
+	bytes int
+	scan  int // items[head:scan] hold no live QoS 0 item
+}
+
+// push appends p.
+func (q *dataQueue) push(p *Publish) {
+	q.items = append(q.items, p)
+	q.live++
+	q.bytes += p.size()
+}
+
+// full reports whether adding an item of size bytes would pass a bound. An
+// empty queue always takes one item, however large.
+func (q *dataQueue) full(maxItems, maxBytes, size int) bool {
+	if q.live == 0 {
+		return false
+	}
+	return q.live >= maxItems || q.bytes+size > maxBytes
+}
+
+// dropOldestQoS0 removes the oldest QoS 0 item and reports whether there
+// was one.
+func (q *dataQueue) dropOldestQoS0() bool {
+	if q.scan < q.head {
+		q.scan = q.head
+	}
+	for ; q.scan < len(q.items); q.scan++ {
+		p := q.items[q.scan]
+		if p != nil && p.QoS == 0 {
+			q.items[q.scan] = nil
+			q.live--
+			q.bytes -= p.size()
+			q.scan++
+			q.compact()
+			return true
+		}
+	}
+	return false
+}
+
+// pop moves queued items into out, oldest first, until about maxBytes of
+// them (at least one) or the queue is empty.
+func (q *dataQueue) pop(out []*Publish, maxBytes int) []*Publish {
+	taken := 0
+	for q.head < len(q.items) && (taken == 0 || taken < maxBytes) {
+		p := q.items[q.head]
+		q.items[q.head] = nil
+		q.head++
+		if p == nil {
+			continue
+		}
+		s := p.size()
+		if taken > 0 && taken+s > maxBytes {
+			q.head--
+			q.items[q.head] = p
+			break
+		}
+		taken += s
+		q.live--
+		q.bytes -= s
+		out = append(out, p)
+	}
+	q.compact()
+	return out
+}
+
+// clear drops everything and returns how many items were queued.
+func (q *dataQueue) clear() int {
+	n := q.live
+	clear(q.items)
+	*q = dataQueue{items: q.items[:0]}
+	return n
+}
+
+// compact reclaims the consumed prefix and the holes once they dominate.
+func (q *dataQueue) compact() {
+	if q.live == 0 {
+		clear(q.items)
+		q.items, q.head, q.scan = q.items[:0], 0, 0
+		return
+	}
+	if q.head > 64 && q.head >= len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items = q.items[:n]
+		q.scan -= q.head
+		q.head = 0
+		if q.scan < 0 {
+			q.scan = 0
+		}
+	}
+	if span := len(q.items) - q.head; span > 64 && span > 2*q.live {
+		j := 0
+		for i := q.head; i < len(q.items); i++ {
+			if q.items[i] != nil {
+				q.items[j] = q.items[i]
+				j++
+			}
+		}
+		clear(q.items[j:])
+		q.items, q.head, q.scan = q.items[:j], 0, 0
+	}
+}
