@@ -3,7 +3,6 @@ package broker_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -18,14 +17,7 @@ import (
 // missing tool skips the test; in CI (CI=true) it fails it.
 func mosquittoTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found (install mosquitto-clients): %v", name, err)
-		}
-		t.Skipf("%s not found; install mosquitto-clients to run the interop tests", name)
-	}
-	return p
+	return brokertest.RequireTool(t, name, "mosquitto-clients")
 }
 
 type mosquitto struct {

@@ -137,3 +137,18 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// RequireTool returns the path of an external program a test needs. Outside
+// CI a missing program skips the test with a message naming the package to
+// install; in CI (CI=true) it fails the test.
+func RequireTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not found (install %s): %v", name, pkg, err)
+		}
+		t.Skipf("%s not found; install %s to run this test", name, pkg)
+	}
+	return p
+}

@@ -4,25 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/peer"
 )
 
+// protoGossip opens gossip streams on the cluster address; the metadata
+// group writes 'R'/'F' and peer links peer.Kind themselves.
+const protoGossip = 'G'
+
 // clusterParts are what a node runs to take part in a cluster: the listener
-// mux on the cluster address, the metadata group, and membership. A node
-// without a cluster address runs only the metadata group, on a private
-// loopback listener, as a one-voter group of itself.
+// mux on the cluster address, the metadata group, membership, and the
+// cluster layer (peer links, interest routing, retained replication,
+// session directory). A node without a cluster address runs only the
+// metadata group, on a private loopback listener, as a one-voter group of
+// itself.
 type clusterParts struct {
-	mux        *mux
-	pc         net.PacketConn
+	mux        *peer.Mux
 	meta       *meta.Meta
 	membership *membership.Membership // nil when running alone
-	peerLn     net.Listener           // node-to-node links ('P'); nil when alone
+	layer      *cluster.Cluster       // nil when running alone
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -34,6 +42,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	metaDir := filepath.Join(cfg.DataDir, "meta")
 	cp := &clusterParts{}
 	n.cluster = cp
+	metaLog := n.log.With("subsystem", "meta")
 	if cfg.ClusterAddr == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -43,7 +52,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		cp.meta, err = meta.Open(ctx, meta.Config{
 			NodeID: cfg.NodeID, DataDir: metaDir, Addr: addr, Listener: ln, Dial: meta.DialTCP,
 			Voter: true, Bootstrap: []meta.Server{{ID: cfg.NodeID, Addr: addr, Voter: true}},
-			Timing: timing, Logger: n.log.With("subsystem", "meta"),
+			Timing: timing, Logger: metaLog,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
@@ -61,26 +70,26 @@ func (n *Node) startCluster(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("node: cluster listener (udp): %w", err)
 	}
-	cp.pc = pc
-	cp.mux = newMux(ln)
-	metaLn := cp.mux.route(true, 'R', 'F')
-	gossipLn := cp.mux.route(false, protoGossip)
-	cp.peerLn = cp.mux.route(false, protoPeer)
-	cp.mux.serve()
+	cp.mux = peer.NewMux(ln, 0, n.log.With("subsystem", "mux"))
+	metaLn := cp.mux.Listener('R', 'F')
+	gossipLn := skipFirstByte{cp.mux.Listener(protoGossip)}
+	peerLn := cp.mux.Listener(peer.Kind)
+	cp.mux.Start()
 
 	voter := cfg.Tier == membership.TierCore
 	mc := meta.Config{
 		NodeID: cfg.NodeID, DataDir: metaDir, Addr: cfg.ClusterAddr, Listener: metaLn, Dial: meta.DialTCP,
-		Voter: voter, Timing: timing, Logger: n.log.With("subsystem", "meta"),
+		Voter: voter, Timing: timing, Logger: metaLog,
 	}
 	if len(cfg.Join) == 0 {
 		mc.Bootstrap = []meta.Server{{ID: cfg.NodeID, Addr: cfg.ClusterAddr, Voter: true}}
 	}
 	if cp.meta, err = meta.Open(ctx, mc); err != nil {
+		pc.Close()
 		return fmt.Errorf("node: %w", err)
 	}
 
-	tr, err := membership.NewTransport(pc, gossipLn, membership.DialFunc(dialProto(protoGossip)), n.log.With("subsystem", "gossip"))
+	tr, err := membership.NewTransport(pc, gossipLn, dialProto(protoGossip), n.log.With("subsystem", "gossip"))
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -95,6 +104,17 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	cp.layer, err = cluster.New(cluster.Config{
+		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn,
+		Dial: peer.DialTCP, Registerer: n.metrics.Registry, Clock: n.clock,
+		Log: n.log.With("subsystem", "cluster"), Seed: uint64(n.clock.Now().UnixNano()),
+	})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.broker.SetCluster(cp.layer)
+	cp.layer.Start()
+
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the
 		// background so the node serves its clients meanwhile.
@@ -117,6 +137,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 // background: it waits for a leader).
 func (n *Node) registerSelf() {
 	cp, cfg := n.cluster, n.cfg
+	mqttAddr, adminAddr := n.addrLocked("mqtt"), n.addrLocked("admin")
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -124,7 +145,7 @@ func (n *Node) registerSelf() {
 			ID: cfg.NodeID, JoinedAt: n.clock.Now(),
 			Labels: fsm.Labels{
 				Site: cfg.Site, Zone: cfg.Zone, Tier: cfg.Tier,
-				MQTTAddr: n.Addr("mqtt"), AdminAddr: n.Addr("admin"), PeerAddr: cfg.ClusterAddr,
+				MQTTAddr: mqttAddr, AdminAddr: adminAddr, PeerAddr: cfg.ClusterAddr,
 			},
 		}))
 		if err != nil && !errors.Is(err, meta.ErrClosed) && !errors.Is(err, context.Canceled) {
@@ -133,24 +154,77 @@ func (n *Node) registerSelf() {
 	}()
 }
 
-func (n *Node) closeCluster() error {
-	cp := n.cluster
-	var errs []error
-	if cp.membership != nil {
-		// Leaving tells the others at once instead of letting them detect a
-		// failure; it is best effort (the others may be gone already).
+// leaveCluster tells the other nodes this one is going (best effort: they
+// may be gone already), so they stop routing to it before it stops serving.
+func (n *Node) leaveCluster() {
+	if cp := n.cluster; cp != nil && cp.membership != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := cp.membership.Leave(ctx); err != nil {
 			n.log.Warn("leaving the cluster gracefully failed", "err", err)
 		}
 		cancel()
+	}
+}
+
+// closeCluster stops the cluster parts; the broker must be closed already.
+func (n *Node) closeCluster() error {
+	cp := n.cluster
+	var errs []error
+	if cp.layer != nil {
+		errs = append(errs, cp.layer.Close())
+	}
+	if cp.membership != nil {
 		errs = append(errs, cp.membership.Shutdown())
 	}
 	if cp.meta != nil {
 		errs = append(errs, cp.meta.Close())
 	}
 	if cp.mux != nil {
-		cp.mux.close()
+		errs = append(errs, cp.mux.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// skipFirstByte drops the protocol byte the mux leaves unread, for a
+// subsystem (gossip) whose streams do not expect it.
+type skipFirstByte struct{ net.Listener }
+
+func (l skipFirstByte) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &skipConn{Conn: c}, nil
+}
+
+type skipConn struct {
+	net.Conn
+	skipped bool
+}
+
+func (c *skipConn) Read(p []byte) (int, error) {
+	if !c.skipped {
+		var b [1]byte
+		if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
+			return 0, err
+		}
+		c.skipped = true
+	}
+	return c.Conn.Read(p)
+}
+
+// dialProto dials addr and sends the protocol byte.
+func dialProto(proto byte) membership.DialFunc {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Write([]byte{proto}); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
 }

@@ -44,11 +44,13 @@ type Node struct {
 
 	mu struct {
 		sync.Mutex
-		mqtt, ws *listener.Server
-		admin    *http.Server
-		adminLn  net.Listener
-		ready    bool
-		shutdown bool
+		mqtt, ws     *listener.Server
+		mqttLn, wsLn net.Listener // bound, served by mqtt and ws once Start is done
+		admin        *http.Server
+		adminLn      net.Listener
+		bound        []net.Listener
+		ready        bool
+		shutdown     bool
 	}
 }
 
@@ -139,33 +141,40 @@ func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.started = n.clock.Now()
-	var err error
-	if a := n.cfg.MQTTAddr; a != "" {
-		ln, lerr := net.Listen("tcp", a)
-		if lerr != nil {
-			return n.startFailed(fmt.Errorf("node: mqtt listener: %w", lerr))
+	// Bind every listener first: membership announces their addresses. The
+	// cluster parts start next, so the broker knows its cluster before the
+	// first client is served and the admin API finds them in place.
+	bind := func(addr, what string) (net.Listener, error) {
+		if addr == "" {
+			return nil, nil
 		}
-		n.mu.mqtt = listener.ServeTCP(ln, n.broker, n.log)
-	}
-	if a := n.cfg.WSAddr; a != "" {
-		ln, lerr := net.Listen("tcp", a)
-		if lerr != nil {
-			return n.startFailed(fmt.Errorf("node: websocket listener: %w", lerr))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("node: %s listener: %w", what, err)
 		}
-		n.mu.ws = listener.ServeWebSocket(ln, n.broker, n.log)
+		n.mu.bound = append(n.mu.bound, ln)
+		return ln, nil
 	}
-	if a := n.cfg.AdminAddr; a != "" {
-		ln, lerr := net.Listen("tcp", a)
-		if lerr != nil {
-			return n.startFailed(fmt.Errorf("node: admin listener: %w", lerr))
-		}
-		n.mu.adminLn = ln
+	mqttLn, err := bind(n.cfg.MQTTAddr, "mqtt")
+	if err != nil {
+		return n.startFailed(err)
 	}
-	// The cluster parts start once the listeners are bound (membership
-	// announces their addresses) and before the admin API serves (it reads
-	// them).
-	if cerr := n.startCluster(context.Background()); cerr != nil {
-		return n.startFailed(cerr)
+	wsLn, err := bind(n.cfg.WSAddr, "websocket")
+	if err != nil {
+		return n.startFailed(err)
+	}
+	if n.mu.adminLn, err = bind(n.cfg.AdminAddr, "admin"); err != nil {
+		return n.startFailed(err)
+	}
+	n.mu.mqttLn, n.mu.wsLn = mqttLn, wsLn
+	if err := n.startCluster(context.Background()); err != nil {
+		return n.startFailed(err)
+	}
+	if mqttLn != nil {
+		n.mu.mqtt = listener.ServeTCP(mqttLn, n.broker, n.log)
+	}
+	if wsLn != nil {
+		n.mu.ws = listener.ServeWebSocket(wsLn, n.broker, n.log)
 	}
 	if ln := n.mu.adminLn; ln != nil {
 		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
@@ -179,8 +188,8 @@ func (n *Node) Start() error {
 	}
 	n.mu.ready = true
 	n.log.Info("sextant node serving", "node", n.cfg.NodeID, "mqtt", n.addrLocked("mqtt"), "ws", n.addrLocked("ws"),
-		"admin", n.addrLocked("admin"), "data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
-	return err
+		"admin", n.addrLocked("admin"), "cluster", n.cfg.ClusterAddr, "data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
+	return nil
 }
 
 func (n *Node) startFailed(err error) error {
@@ -189,12 +198,12 @@ func (n *Node) startFailed(err error) error {
 			_ = l.Close()
 		}
 	}
+	for _, ln := range n.mu.bound {
+		_ = ln.Close()
+	}
 	if n.cluster != nil {
 		_ = n.closeCluster()
 		n.cluster = nil
-	}
-	if n.mu.adminLn != nil {
-		_ = n.mu.adminLn.Close()
 	}
 	return err
 }
@@ -209,12 +218,12 @@ func (n *Node) Addr(kind string) string {
 func (n *Node) addrLocked(kind string) string {
 	switch kind {
 	case "mqtt":
-		if n.mu.mqtt != nil {
-			return n.mu.mqtt.Addr().String()
+		if n.mu.mqttLn != nil {
+			return n.mu.mqttLn.Addr().String()
 		}
 	case "ws":
-		if n.mu.ws != nil {
-			return n.mu.ws.Addr().String()
+		if n.mu.wsLn != nil {
+			return n.mu.wsLn.Addr().String()
 		}
 	case "admin":
 		if n.mu.adminLn != nil {
@@ -283,6 +292,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			errs = append(errs, l.Close())
 		}
 	}
+	n.leaveCluster()
 	errs = append(errs, n.broker.Close(ctx))
 	for _, l := range []*listener.Server{mqtt, ws} {
 		if l != nil {

@@ -1,0 +1,221 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/brokertest"
+)
+
+// freePortOnAll returns a port free for TCP and UDP on 127.0.0.1, .2 and .3.
+func freePortOnAll(t *testing.T, udp bool) string {
+	t.Helper()
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		ln.Close()
+		ok := true
+		for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+			l, err := net.Listen("tcp", ip+":"+port)
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+			if udp {
+				pc, err := net.ListenPacket("udp", ip+":"+port)
+				if err != nil {
+					ok = false
+					break
+				}
+				pc.Close()
+			}
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on 127.0.0.1-3")
+	return ""
+}
+
+// lineReader streams a process's output lines.
+func lineReader(r io.Reader) <-chan string {
+	ch := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// TestThreeProcessesKeepRoutingAfterKill9 runs the README's three-node
+// quick start (scripts/three-nodes.sh), routes messages between nodes with
+// mosquitto_sub and mosquitto_pub, kills a node with SIGKILL, and checks the
+// other two keep routing.
+func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three sextant processes")
+	}
+	pubTool := brokertest.RequireTool(t, "mosquitto_pub", "mosquitto-clients")
+	subTool := brokertest.RequireTool(t, "mosquitto_sub", "mosquitto-clients")
+	bin := brokertest.BuildSextant(t)
+	data := t.TempDir()
+	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
+
+	script := exec.Command("bash", filepath.Join(moduleRoot(t), "scripts", "three-nodes.sh"))
+	script.Env = append(os.Environ(), "SEXTANT="+bin, "DATA="+data, "MQTT_PORT="+mqttPort,
+		"CLUSTER_PORT="+clusterPort, "ADMIN_PORT="+adminPort, "LOG_LEVEL=warn")
+	script.Stdout, script.Stderr = io.Discard, io.Discard
+	if err := script.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = script.Process.Signal(syscall.SIGTERM)
+		_ = script.Wait()
+		if t.Failed() {
+			for _, id := range []string{"n1", "n2", "n3"} {
+				b, _ := os.ReadFile(filepath.Join(data, id+".log"))
+				t.Logf("%s log:\n%s", id, b)
+			}
+		}
+	})
+
+	// All three alive in every node's view.
+	admin := func(ip string) string { return "http://" + ip + ":" + adminPort }
+	brokertest.Eventually(t, 60*time.Second, func() bool {
+		for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+			var nodes []adminapi.NodeInfo
+			if err := getJSON(admin(ip)+"/v1/nodes", &nodes); err != nil {
+				return false
+			}
+			alive := 0
+			for _, n := range nodes {
+				if n.State == "alive" {
+					alive++
+				}
+			}
+			if alive != 3 {
+				return false
+			}
+		}
+		return true
+	}, "three nodes alive in every node's view")
+
+	route := func(subIP, pubIP, topic string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sub := exec.CommandContext(ctx, subTool, "-h", subIP, "-p", mqttPort, "-t", topic+"/#", "-q", "1", "-v", "-i", "sub-"+strings.ReplaceAll(subIP, ".", "-"))
+		out, err := sub.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); _ = sub.Wait() }()
+		lines := lineReader(out)
+		pub := func(payload string) {
+			if err := exec.Command(pubTool, "-h", pubIP, "-p", mqttPort, "-t", topic+"/x", "-q", "1", "-m", payload).Run(); err != nil {
+				t.Fatalf("mosquitto_pub to %s: %v", pubIP, err)
+			}
+		}
+		// The subscription's interest reaches the publisher's node one
+		// round trip after SUBACK: probe until a message gets through.
+		got := false
+		for i := 0; i < 100 && !got; i++ {
+			pub("probe")
+			select {
+			case l := <-lines:
+				got = strings.HasSuffix(l, " probe")
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if !got {
+			t.Fatalf("no message from node %s reached a subscriber on node %s", pubIP, subIP)
+		}
+		for i := range 20 {
+			pub(strconv.Itoa(i))
+		}
+		for want := 0; want < 20; {
+			select {
+			case l := <-lines:
+				if strings.HasSuffix(l, " probe") {
+					continue
+				}
+				if l != fmt.Sprintf("%s/x %d", topic, want) {
+					t.Fatalf("from %s to %s: got %q, want message %d (in order)", pubIP, subIP, l, want)
+				}
+				want++
+			case <-time.After(10 * time.Second):
+				t.Fatalf("from %s to %s: only %d of 20 messages arrived", pubIP, subIP, want)
+			}
+		}
+	}
+
+	route("127.0.0.3", "127.0.0.2", "before")
+	route("127.0.0.1", "127.0.0.3", "before1")
+
+	pidText, err := os.ReadFile(filepath.Join(data, "n1.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	route("127.0.0.3", "127.0.0.2", "after")
+	route("127.0.0.2", "127.0.0.3", "after2")
+}
+
+func getJSON(url string, v any) error {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return fmt.Errorf("%s: %s", url, res.Status)
+	}
+	return json.NewDecoder(res.Body).Decode(v)
+}
+
+func moduleRoot(t *testing.T) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
