@@ -81,6 +81,21 @@ func printNodes(w io.Writer, nodes []adminapi.NodeInfo) {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
+	for _, a := range nodes {
+		if len(a.MeasuredMs) == 0 {
+			continue
+		}
+		ids := make([]string, 0, len(a.MeasuredMs))
+		for id := range a.MeasuredMs {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		parts := make([]string, 0, len(ids))
+		for _, id := range ids {
+			parts = append(parts, fmt.Sprintf("%s %.1f", id, a.MeasuredMs[id]))
+		}
+		fmt.Fprintf(w, "\nMeasured RTT from %s over its peer links (ms): %s\n", a.ID, strings.Join(parts, ", "))
+	}
 }
 
 func dash(s string) string {

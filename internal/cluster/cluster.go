@@ -117,7 +117,12 @@ type Cluster struct {
 	hlc     hlc
 
 	closed atomic.Bool
-	wg     sync.WaitGroup // member watcher, directory loop
+	wg     sync.WaitGroup // member watcher, directory loop, RTT prober
+
+	rtt struct {
+		sync.Mutex
+		m map[string]time.Duration // node -> smoothed measured round trip
+	}
 
 	remote struct { // peers' interest
 		sync.RWMutex
@@ -205,6 +210,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.remote.ix = router.New[string]()
 	c.remote.filters = map[string]map[string]struct{}{}
 	c.members.known = map[string]membership.Member{}
+	c.rtt.m = map[string]time.Duration{}
 	c.members.alive = []string{c.id}
 	c.retained.tombs = map[string]tombstone{}
 	c.dir.entries = map[string]holding{}
@@ -244,9 +250,10 @@ func (c *Cluster) Start() {
 	c.dir.Unlock()
 	c.peers.Start()
 	c.reconcile(c.cfg.Members.Members())
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.watchMembers()
 	go c.directoryLoop()
+	go c.probeLoop()
 }
 
 // Close stops following membership, closes every peer link and waits for
@@ -327,6 +334,8 @@ func (c *Cluster) serve(ctx context.Context, node string, method byte, body []by
 			return nil, err
 		}
 		c.drop(cl)
+		return nil, nil
+	case methodPing:
 		return nil, nil
 	case methodHandOver:
 		id, clean, err := decodeHandOver(body)

@@ -21,6 +21,7 @@ const (
 	methodUnregister byte = 3 // directory owner (notification): a session ended on a node
 	methodHandOver   byte = 4 // holder: close the client's connection and send the session
 	methodDrop       byte = 5 // holder (notification): a newer claim exists; drop a stale session
+	methodPing       byte = 6 // any node: answer at once (round-trip probe)
 )
 
 // stateVersion is the first byte of an encoded session state.

@@ -174,6 +174,20 @@ func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
 		}
 	}
 
+	// Each node measures its peer links' round trips (every 5 s).
+	brokertest.Eventually(t, 30*time.Second, func() bool {
+		var nodes []adminapi.NodeInfo
+		if err := getJSON(admin("127.0.0.2")+"/v1/nodes", &nodes); err != nil {
+			return false
+		}
+		for _, n := range nodes {
+			if n.ID == "n2" {
+				return n.MeasuredMs["n1"] > 0 && n.MeasuredMs["n3"] > 0 && n.RTTms["n3"] > 0
+			}
+		}
+		return false
+	}, "n2 reports measured and estimated RTTs to its peers")
+
 	route("127.0.0.3", "127.0.0.2", "before")
 	route("127.0.0.1", "127.0.0.3", "before1")
 

@@ -24,6 +24,10 @@ func (n *Node) Nodes() []adminapi.NodeInfo {
 		}}
 	}
 	ms := cp.membership.Members()
+	measured := map[string]time.Duration{}
+	if cp.layer != nil {
+		measured = cp.layer.MeasuredRTT()
+	}
 	out := make([]adminapi.NodeInfo, 0, len(ms))
 	for _, m := range ms {
 		ni := adminapi.NodeInfo{
@@ -40,6 +44,14 @@ func (n *Node) Nodes() []adminapi.NodeInfo {
 					ni.RTTms = map[string]float64{}
 				}
 				ni.RTTms[o.ID] = float64(d) / float64(time.Millisecond)
+			}
+		}
+		if m.ID == n.cfg.NodeID {
+			for id, d := range measured {
+				if ni.MeasuredMs == nil {
+					ni.MeasuredMs = map[string]float64{}
+				}
+				ni.MeasuredMs[id] = float64(d) / float64(time.Millisecond)
 			}
 		}
 		out = append(out, ni)
