@@ -9,6 +9,7 @@ import (
 	"github.com/sextantmq/sextant/internal/broker"
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/store"
+	"github.com/sextantmq/sextant/internal/wire"
 )
 
 // ErrCorrupt reports a request or answer from a peer that cannot be decoded.
@@ -54,50 +55,50 @@ type claim struct {
 
 // appendClaim encodes a register, unregister or drop request.
 func appendClaim(dst []byte, c claim) []byte {
-	dst = appendString(dst, c.ClientID)
-	dst = appendString(dst, c.Node)
+	dst = wire.AppendString(dst, c.ClientID)
+	dst = wire.AppendString(dst, c.Node)
 	return binary.AppendUvarint(dst, c.Stamp)
 }
 
 func decodeClaim(b []byte) (claim, error) {
-	d := decoder{b: b}
-	c := claim{ClientID: d.string(), Node: d.string(), Stamp: d.uvarint()}
+	d := newDecoder(b)
+	c := claim{ClientID: d.Str(), Node: d.Str(), Stamp: d.Uvarint()}
 	return c, d.finish("claim")
 }
 
 // appendAssert encodes a holder's re-registration of many sessions.
 func appendAssert(dst []byte, node string, ids []string, stamps []uint64) []byte {
-	dst = appendString(dst, node)
+	dst = wire.AppendString(dst, node)
 	dst = binary.AppendUvarint(dst, uint64(len(ids)))
 	for i, id := range ids {
-		dst = appendString(dst, id)
+		dst = wire.AppendString(dst, id)
 		dst = binary.AppendUvarint(dst, stamps[i])
 	}
 	return dst
 }
 
 func decodeAssert(b []byte) (node string, ids []string, stamps []uint64, err error) {
-	d := decoder{b: b}
-	node = d.string()
-	n := d.count(2)
-	for i := 0; i < n && !d.err; i++ {
-		ids = append(ids, d.string())
-		stamps = append(stamps, d.uvarint())
+	d := newDecoder(b)
+	node = d.Str()
+	n := d.Count(2)
+	for i := 0; i < n && !d.Failed(); i++ {
+		ids = append(ids, d.Str())
+		stamps = append(stamps, d.Uvarint())
 	}
 	return node, ids, stamps, d.finish("assert")
 }
 
-func appendStringList(dst []byte, ss []string) []byte { return appendStrings(dst, ss) }
+func appendStringList(dst []byte, ss []string) []byte { return wire.AppendStrings(dst, ss) }
 
 func decodeStringList(b []byte) ([]string, error) {
-	d := decoder{b: b}
-	ss := d.strings()
+	d := newDecoder(b)
+	ss := d.Strings()
 	return ss, d.finish("string list")
 }
 
 // appendHandOver encodes a hand-over request.
 func appendHandOver(dst []byte, clientID string, cleanStart bool) []byte {
-	dst = appendString(dst, clientID)
+	dst = wire.AppendString(dst, clientID)
 	if cleanStart {
 		return append(dst, 1)
 	}
@@ -105,11 +106,11 @@ func appendHandOver(dst []byte, clientID string, cleanStart bool) []byte {
 }
 
 func decodeHandOver(b []byte) (clientID string, cleanStart bool, err error) {
-	d := decoder{b: b}
-	clientID = d.string()
-	f := d.byte()
+	d := newDecoder(b)
+	clientID = d.Str()
+	f := d.Byte()
 	if f > 1 {
-		d.fail()
+		d.Fail()
 	}
 	return clientID, f == 1, d.finish("hand-over")
 }
@@ -131,14 +132,14 @@ func appendState(dst []byte, st *broker.SessionState) []byte {
 		flags |= stateFlagWill
 	}
 	dst = append(dst, flags, r.Version)
-	dst = appendString(dst, r.ClientID)
+	dst = wire.AppendString(dst, r.ClientID)
 	dst = binary.AppendUvarint(dst, uint64(r.ExpiryInterval))
 	if flags&stateFlagDisconnected != 0 {
 		dst = binary.AppendVarint(dst, r.DisconnectedAt.UnixNano())
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Subscriptions)))
 	for _, s := range r.Subscriptions {
-		dst = appendString(dst, s.Filter)
+		dst = wire.AppendString(dst, s.Filter)
 		var f byte
 		if s.NoLocal {
 			f |= subNoLocal
@@ -151,7 +152,7 @@ func appendState(dst []byte, st *broker.SessionState) []byte {
 	}
 	if flags&stateFlagWill != 0 {
 		dst = binary.AppendUvarint(dst, uint64(r.WillDelay))
-		dst = appendBytes(dst, message.Append(nil, r.Will))
+		dst = wire.AppendBytes(dst, message.Append(nil, r.Will))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(st.Messages)))
 	for _, q := range st.Messages {
@@ -170,7 +171,7 @@ func appendState(dst []byte, st *broker.SessionState) []byte {
 			dst = binary.AppendUvarint(dst, uint64(id))
 		}
 		if q.Msg != nil {
-			dst = appendBytes(dst, message.Append(nil, q.Msg))
+			dst = wire.AppendBytes(dst, message.Append(nil, q.Msg))
 		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(st.Inbound)))
@@ -185,63 +186,63 @@ func decodeState(b []byte) (*broker.SessionState, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	d := decoder{b: b}
-	if d.byte() != stateVersion {
+	d := newDecoder(b)
+	if d.Byte() != stateVersion {
 		return nil, fmt.Errorf("%w: session state version", ErrCorrupt)
 	}
-	flags, version := d.byte(), d.byte()
+	flags, version := d.Byte(), d.Byte()
 	if flags&^(stateFlagDisconnected|stateFlagWill) != 0 || version < 3 || version > 5 {
-		d.fail()
+		d.Fail()
 	}
-	r := &store.SessionRecord{Version: version, ClientID: d.string(), ExpiryInterval: d.uint32()}
+	r := &store.SessionRecord{Version: version, ClientID: d.Str(), ExpiryInterval: d.Uint32()}
 	if flags&stateFlagDisconnected != 0 {
-		r.DisconnectedAt = time.Unix(0, d.varint())
+		r.DisconnectedAt = time.Unix(0, d.Varint())
 	}
-	n := d.count(4)
-	for i := 0; i < n && !d.err; i++ {
-		s := store.SubscriptionRecord{Filter: d.string()}
-		q, f, rh := d.byte(), d.byte(), d.byte()
+	n := d.Count(4)
+	for i := 0; i < n && !d.Failed(); i++ {
+		s := store.SubscriptionRecord{Filter: d.Str()}
+		q, f, rh := d.Byte(), d.Byte(), d.Byte()
 		if q > 2 || rh > 2 || f&^(subNoLocal|subRAP) != 0 {
-			d.fail()
+			d.Fail()
 		}
 		s.QoS, s.NoLocal, s.RetainAsPublished, s.RetainHandling = q, f&subNoLocal != 0, f&subRAP != 0, rh
-		s.ID = d.uint32()
+		s.ID = d.Uint32()
 		r.Subscriptions = append(r.Subscriptions, s)
 	}
 	if flags&stateFlagWill != 0 {
-		r.WillDelay = d.uint32()
+		r.WillDelay = d.Uint32()
 		r.Will = d.message()
 	}
 	st := &broker.SessionState{Record: r}
-	n = d.count(5)
-	for i := 0; i < n && !d.err; i++ {
-		q := &store.QueuedMessage{Seq: d.uvarint()}
-		f, qos, state := d.byte(), d.byte(), d.byte()
+	n = d.Count(5)
+	for i := 0; i < n && !d.Failed(); i++ {
+		q := &store.QueuedMessage{Seq: d.Uvarint()}
+		f, qos, state := d.Byte(), d.Byte(), d.Byte()
 		if f&^(queuedFlagMsg|queuedFlagRetain) != 0 || qos > 2 || state > store.ReleaseSent {
-			d.fail()
+			d.Fail()
 		}
 		q.QoS, q.State, q.RetainFlag = qos, state, f&queuedFlagRetain != 0
-		pid := d.uvarint()
+		pid := d.Uvarint()
 		if pid > 0xFFFF {
-			d.fail()
+			d.Fail()
 		}
 		q.PacketID = uint16(pid)
-		ids := d.count(1)
-		for j := 0; j < ids && !d.err; j++ {
-			q.SubIDs = append(q.SubIDs, d.uint32())
+		ids := d.Count(1)
+		for j := 0; j < ids && !d.Failed(); j++ {
+			q.SubIDs = append(q.SubIDs, d.Uint32())
 		}
 		if f&queuedFlagMsg != 0 {
 			q.Msg = d.message()
 		} else if state != store.ReleaseSent {
-			d.fail() // only a PUBREL awaiting PUBCOMP may lack its message
+			d.Fail() // only a PUBREL awaiting PUBCOMP may lack its message
 		}
 		st.Messages = append(st.Messages, q)
 	}
-	n = d.count(1)
-	for i := 0; i < n && !d.err; i++ {
-		id := d.uvarint()
+	n = d.Count(1)
+	for i := 0; i < n && !d.Failed(); i++ {
+		id := d.Uvarint()
 		if id == 0 || id > 0xFFFF {
-			d.fail()
+			d.Fail()
 		}
 		st.Inbound = append(st.Inbound, uint16(id))
 	}
@@ -251,131 +252,29 @@ func decodeState(b []byte) (*broker.SessionState, error) {
 	return st, nil
 }
 
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
+// decoder is wire.Decoder with this package's record-level helpers.
+type decoder struct{ wire.Decoder }
 
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
+func newDecoder(b []byte) *decoder { return &decoder{wire.NewDecoder(b)} }
 
-func appendStrings(dst []byte, ss []string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(ss)))
-	for _, s := range ss {
-		dst = appendString(dst, s)
-	}
-	return dst
-}
-
-// decoder reads the primitives; the first error sticks.
-type decoder struct {
-	b   []byte
-	err bool
-}
-
-func (d *decoder) fail() { d.err = true }
-
-func (d *decoder) byte() byte {
-	if d.err || len(d.b) == 0 {
-		d.err = true
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uint32() uint32 {
-	v := d.uvarint()
-	if v > 0xFFFFFFFF {
-		d.err = true
-		return 0
-	}
-	return uint32(v)
-}
-
-// count reads an element count, each element taking at least each bytes.
-func (d *decoder) count(each int) int {
-	n := d.uvarint()
-	if d.err || n > uint64(len(d.b)/each) {
-		d.err = true
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err || n > uint64(len(d.b)) {
-		d.err = true
-		return nil
-	}
-	out := d.b[:n:n]
-	d.b = d.b[n:]
-	return out
-}
-
-func (d *decoder) string() string { return string(d.bytes()) }
-
-func (d *decoder) strings() []string {
-	n := d.count(1)
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, 0, n)
-	for i := 0; i < n && !d.err; i++ {
-		out = append(out, d.string())
-	}
-	return out
-}
-
+// message reads a length-prefixed message.Append encoding.
 func (d *decoder) message() *message.Message {
-	b := d.bytes()
-	if d.err {
+	b := d.Bytes()
+	if d.Failed() {
 		return nil
 	}
 	m, err := message.Decode(b)
 	if err != nil {
-		d.err = true
+		d.Fail()
 		return nil
 	}
 	return m
 }
 
+// finish wraps a failure as ErrCorrupt, naming what was decoded.
 func (d *decoder) finish(what string) error {
-	if d.err {
-		return fmt.Errorf("%w: %s", ErrCorrupt, what)
-	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %s: %d trailing bytes", ErrCorrupt, what, len(d.b))
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 	}
 	return nil
 }

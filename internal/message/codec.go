@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sextantmq/sextant/internal/wire"
 )
 
 // ErrCorrupt reports an encoded message that cannot be decoded.
@@ -40,17 +42,17 @@ func Append(dst []byte, m *Message) []byte {
 		dst = binary.AppendVarint(dst, m.Expiry.UnixNano())
 	}
 	dst = binary.AppendUvarint(dst, m.Stamp)
-	dst = appendBytes(dst, []byte(m.Topic))
-	dst = appendBytes(dst, m.Payload)
-	dst = appendBytes(dst, []byte(m.ContentType))
-	dst = appendBytes(dst, []byte(m.ResponseTopic))
-	dst = appendBytes(dst, m.CorrelationData)
-	dst = appendBytes(dst, []byte(m.Publisher))
-	dst = appendBytes(dst, []byte(m.Origin))
+	dst = wire.AppendString(dst, m.Topic)
+	dst = wire.AppendBytes(dst, m.Payload)
+	dst = wire.AppendString(dst, m.ContentType)
+	dst = wire.AppendString(dst, m.ResponseTopic)
+	dst = wire.AppendBytes(dst, m.CorrelationData)
+	dst = wire.AppendString(dst, m.Publisher)
+	dst = wire.AppendString(dst, m.Origin)
 	dst = binary.AppendUvarint(dst, uint64(len(m.User)))
 	for _, u := range m.User {
-		dst = appendBytes(dst, []byte(u.Key))
-		dst = appendBytes(dst, []byte(u.Value))
+		dst = wire.AppendString(dst, u.Key)
+		dst = wire.AppendString(dst, u.Value)
 	}
 	return dst
 }
@@ -62,14 +64,9 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
 
 // Decode decodes a message encoded by Append. The result does not alias b.
 func Decode(b []byte) (*Message, error) {
-	d := decoder{b: b}
 	if len(b) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
@@ -80,87 +77,30 @@ func Decode(b []byte) (*Message, error) {
 	if qos > 2 || pf > 1 || flags&^(flagRetain|flagExpiry) != 0 {
 		return nil, fmt.Errorf("%w: bad header", ErrCorrupt)
 	}
-	d.b = b[4:]
+	d := wire.NewDecoder(b[4:])
 	m := &Message{QoS: qos, PayloadFormat: pf, Retain: flags&flagRetain != 0}
-	if c := d.varint(); c != 0 {
+	if c := d.Varint(); c != 0 {
 		m.Created = time.Unix(0, c)
 	}
 	if flags&flagExpiry != 0 {
-		m.Expiry = time.Unix(0, d.varint())
+		m.Expiry = time.Unix(0, d.Varint())
 	}
-	m.Stamp = d.uvarint()
-	m.Topic = string(d.bytes())
-	m.Payload = d.bytesCopy()
-	m.ContentType = string(d.bytes())
-	m.ResponseTopic = string(d.bytes())
-	m.CorrelationData = d.bytesCopy()
-	m.Publisher = string(d.bytes())
-	m.Origin = string(d.bytes())
-	n := d.uvarint()
-	if n > uint64(len(d.b)) { // each property takes at least two bytes
-		d.err = true
-	}
-	if !d.err && n > 0 {
+	m.Stamp = d.Uvarint()
+	m.Topic = d.Str()
+	m.Payload = d.BytesCopy()
+	m.ContentType = d.Str()
+	m.ResponseTopic = d.Str()
+	m.CorrelationData = d.BytesCopy()
+	m.Publisher = d.Str()
+	m.Origin = d.Str()
+	if n := d.Count(2); n > 0 { // each property takes at least two bytes
 		m.User = make([]UserProperty, 0, n)
-		for i := uint64(0); i < n && !d.err; i++ {
-			m.User = append(m.User, UserProperty{Key: string(d.bytes()), Value: string(d.bytes())})
+		for i := 0; i < n && !d.Failed(); i++ {
+			m.User = append(m.User, UserProperty{Key: d.Str(), Value: d.Str()})
 		}
 	}
-	if d.err {
-		return nil, fmt.Errorf("%w: truncated", ErrCorrupt)
-	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return m, nil
-}
-
-type decoder struct {
-	b   []byte
-	err bool
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err || n > uint64(len(d.b)) {
-		d.err = true
-		return nil
-	}
-	out := d.b[:n]
-	d.b = d.b[n:]
-	return out
-}
-
-func (d *decoder) bytesCopy() []byte {
-	b := d.bytes()
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
 }

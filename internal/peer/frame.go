@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sextantmq/sextant/internal/wire"
 )
 
 // ErrCorrupt reports a frame that cannot be decoded. A link that reads one
@@ -112,15 +114,15 @@ type hello struct {
 func appendHello(dst []byte, h hello) []byte {
 	dst, at := beginFrame(dst, frameHello)
 	dst = append(dst, h.Version)
-	dst = appendString(dst, h.From)
-	dst = appendString(dst, h.To)
+	dst = wire.AppendString(dst, h.From)
+	dst = wire.AppendString(dst, h.To)
 	dst = binary.AppendUvarint(dst, h.Incarnation)
 	return endFrame(dst, at)
 }
 
 func decodeHello(b []byte) (hello, error) {
-	d := decoder{b: b}
-	h := hello{Version: d.byte(), From: d.string(), To: d.string(), Incarnation: d.uvarint()}
+	d := newDecoder(b)
+	h := hello{Version: d.Byte(), From: d.Str(), To: d.Str(), Incarnation: d.Uvarint()}
 	return h, d.finish("hello")
 }
 
@@ -134,26 +136,26 @@ type helloAck struct {
 func appendHelloAck(dst []byte, h helloAck) []byte {
 	dst, at := beginFrame(dst, frameHelloAck)
 	dst = append(dst, h.Version)
-	dst = appendString(dst, h.From)
+	dst = wire.AppendString(dst, h.From)
 	dst = binary.AppendUvarint(dst, h.Incarnation)
 	return endFrame(dst, at)
 }
 
 func decodeHelloAck(b []byte) (helloAck, error) {
-	d := decoder{b: b}
-	h := helloAck{Version: d.byte(), From: d.string(), Incarnation: d.uvarint()}
+	d := newDecoder(b)
+	h := helloAck{Version: d.Byte(), From: d.Str(), Incarnation: d.Uvarint()}
 	return h, d.finish("hello-ack")
 }
 
 func appendReject(dst []byte, reason string) []byte {
 	dst, at := beginFrame(dst, frameReject)
-	dst = appendString(dst, reason)
+	dst = wire.AppendString(dst, reason)
 	return endFrame(dst, at)
 }
 
 func decodeReject(b []byte) (string, error) {
-	d := decoder{b: b}
-	s := d.string()
+	d := newDecoder(b)
+	s := d.Str()
 	return s, d.finish("reject")
 }
 
@@ -174,25 +176,25 @@ func appendInterest(dst []byte, f interestFrame) []byte {
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, f.From)
 	dst = binary.AppendUvarint(dst, f.To)
-	dst = appendStrings(dst, f.Add)
-	dst = appendStrings(dst, f.Remove)
+	dst = wire.AppendStrings(dst, f.Add)
+	dst = wire.AppendStrings(dst, f.Remove)
 	return endFrame(dst, at)
 }
 
 func decodeInterest(b []byte) (interestFrame, error) {
-	d := decoder{b: b}
-	flags := d.byte()
-	f := interestFrame{Full: flags&1 != 0, From: d.uvarint(), To: d.uvarint()}
-	f.Add = d.strings()
-	f.Remove = d.strings()
+	d := newDecoder(b)
+	flags := d.Byte()
+	f := interestFrame{Full: flags&1 != 0, From: d.Uvarint(), To: d.Uvarint()}
+	f.Add = d.Strings()
+	f.Remove = d.Strings()
 	if flags&^1 != 0 {
-		d.fail()
+		d.Fail()
 	}
 	if f.Full && (f.From != 0 || len(f.Remove) != 0) {
-		d.fail()
+		d.Fail()
 	}
 	if !f.Full && f.To <= f.From {
-		d.fail()
+		d.Fail()
 	}
 	return f, d.finish("interest")
 }
@@ -206,8 +208,8 @@ func appendPublishItem(dst []byte, p *Publish) []byte {
 		flags = 1
 	}
 	dst = append(dst, flags)
-	dst = appendStrings(dst, p.Groups)
-	return appendBytes(dst, p.Msg)
+	dst = wire.AppendStrings(dst, p.Groups)
+	return wire.AppendBytes(dst, p.Msg)
 }
 
 func appendPublishBatch(dst []byte, items []*Publish) []byte {
@@ -223,26 +225,26 @@ func appendRetainedBatch(dst []byte, msgs [][]byte) []byte {
 	dst, at := beginFrame(dst, frameRetained)
 	dst = binary.AppendUvarint(dst, uint64(len(msgs)))
 	for _, m := range msgs {
-		dst = appendBytes(dst, m)
+		dst = wire.AppendBytes(dst, m)
 	}
 	return endFrame(dst, at)
 }
 
 // decodePublishBatch calls fn for each item of a publish batch; msg aliases b.
 func decodePublishBatch(b []byte, fn func(msg []byte, direct bool, groups []string) error) error {
-	d := decoder{b: b}
-	n := d.uvarint()
+	d := newDecoder(b)
+	n := d.Uvarint()
 	if n > uint64(len(b)) {
-		d.fail()
+		d.Fail()
 	}
-	for i := uint64(0); i < n && !d.err; i++ {
-		flags := d.byte()
-		groups := d.strings()
-		msg := d.bytes()
+	for i := uint64(0); i < n && !d.Failed(); i++ {
+		flags := d.Byte()
+		groups := d.Strings()
+		msg := d.Bytes()
 		if flags&^1 != 0 {
-			d.fail()
+			d.Fail()
 		}
-		if d.err {
+		if d.Failed() {
 			break
 		}
 		if err := fn(msg, flags&1 != 0, groups); err != nil {
@@ -255,14 +257,14 @@ func decodePublishBatch(b []byte, fn func(msg []byte, direct bool, groups []stri
 // decodeRetainedBatch calls fn for each message encoding of a retained
 // batch; msg aliases b.
 func decodeRetainedBatch(b []byte, fn func(msg []byte) error) error {
-	d := decoder{b: b}
-	n := d.uvarint()
+	d := newDecoder(b)
+	n := d.Uvarint()
 	if n > uint64(len(b)) {
-		d.fail()
+		d.Fail()
 	}
-	for i := uint64(0); i < n && !d.err; i++ {
-		msg := d.bytes()
-		if d.err {
+	for i := uint64(0); i < n && !d.Failed(); i++ {
+		msg := d.Bytes()
+		if d.Failed() {
 			break
 		}
 		if err := fn(msg); err != nil {
@@ -288,9 +290,9 @@ func appendRequest(dst []byte, r request) []byte {
 }
 
 func decodeRequest(b []byte) (request, error) {
-	d := decoder{b: b}
-	r := request{ID: d.uvarint(), Method: d.byte()}
-	r.Body = d.rest()
+	d := newDecoder(b)
+	r := request{ID: d.Uvarint(), Method: d.Byte()}
+	r.Body = d.Rest()
 	return r, d.finish("request")
 }
 
@@ -315,11 +317,11 @@ func appendResponse(dst []byte, r response) []byte {
 }
 
 func decodeResponse(b []byte) (response, error) {
-	d := decoder{b: b}
-	r := response{ID: d.uvarint(), Status: d.byte()}
-	r.Body = d.rest()
+	d := newDecoder(b)
+	r := response{ID: d.Uvarint(), Status: d.Byte()}
+	r.Body = d.Rest()
 	if r.ID == 0 || r.Status > statusError {
-		d.fail()
+		d.Fail()
 	}
 	return r, d.finish("response")
 }
@@ -329,99 +331,15 @@ func appendPing(dst []byte) []byte {
 	return endFrame(dst, at)
 }
 
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
+// decoder is wire.Decoder with this package's record-level helpers.
+type decoder struct{ wire.Decoder }
 
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
+func newDecoder(b []byte) *decoder { return &decoder{wire.NewDecoder(b)} }
 
-func appendStrings(dst []byte, ss []string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(ss)))
-	for _, s := range ss {
-		dst = appendString(dst, s)
-	}
-	return dst
-}
-
-// decoder reads the primitives of frame bodies; the first error sticks.
-type decoder struct {
-	b   []byte
-	err bool
-}
-
-func (d *decoder) fail() { d.err = true }
-
-func (d *decoder) byte() byte {
-	if d.err || len(d.b) == 0 {
-		d.err = true
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err || n > uint64(len(d.b)) {
-		d.err = true
-		return nil
-	}
-	out := d.b[:n:n]
-	d.b = d.b[n:]
-	return out
-}
-
-func (d *decoder) string() string { return string(d.bytes()) }
-
-func (d *decoder) strings() []string {
-	n := d.uvarint()
-	if d.err || n > uint64(len(d.b)) { // each string takes at least one byte
-		d.err = true
-		return nil
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, 0, n)
-	for i := uint64(0); i < n && !d.err; i++ {
-		out = append(out, d.string())
-	}
-	return out
-}
-
-func (d *decoder) rest() []byte {
-	if d.err {
-		return nil
-	}
-	out := d.b
-	d.b = nil
-	return out
-}
-
+// finish wraps a failure as ErrCorrupt, naming what was decoded.
 func (d *decoder) finish(what string) error {
-	if d.err {
-		return fmt.Errorf("%w: %s", ErrCorrupt, what)
-	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %s: %d trailing bytes", ErrCorrupt, what, len(d.b))
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 	}
 	return nil
 }

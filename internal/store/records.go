@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/wire"
 )
 
 // SubscriptionRecord is one stored subscription of a session.
@@ -120,8 +121,7 @@ func appendSession(dst []byte, r *SessionRecord) []byte {
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Subscriptions)))
 	for _, s := range r.Subscriptions {
-		dst = binary.AppendUvarint(dst, uint64(len(s.Filter)))
-		dst = append(dst, s.Filter...)
+		dst = wire.AppendString(dst, s.Filter)
 		opt := s.QoS | s.RetainHandling<<4
 		if s.NoLocal {
 			opt |= subNoLocal
@@ -153,44 +153,41 @@ func decodeSession(clientID, b []byte) (*SessionRecord, error) {
 	if r.Version < 3 || r.Version > 5 || flags&^(sessFlagDisconnected|sessFlagWill) != 0 {
 		return nil, fmt.Errorf("%w: session %q: bad header", ErrCorrupt, clientID)
 	}
-	d := decoder{b: b[3:]}
-	r.ExpiryInterval = d.uint32()
+	d := wire.NewDecoder(b[3:])
+	r.ExpiryInterval = d.Uint32()
 	if flags&sessFlagDisconnected != 0 {
-		r.DisconnectedAt = time.Unix(0, d.varint())
+		r.DisconnectedAt = time.Unix(0, d.Varint())
 	}
 	// Each subscription takes at least 4 bytes: length, filter byte, options, id.
-	n := d.uvarint()
-	if n > uint64(len(d.b))/4 {
-		d.bad = true
-	}
-	if !d.bad && n > 0 {
+	n := d.Count(4)
+	if n > 0 {
 		r.Subscriptions = make([]SubscriptionRecord, 0, n)
 	}
-	for i := uint64(0); i < n && !d.bad; i++ {
-		f := d.bytes()
-		opt := d.byte()
-		id := d.uvarint()
+	for i := 0; i < n && !d.Failed(); i++ {
+		f := d.Bytes()
+		opt := d.Byte()
+		id := d.Uvarint()
 		s := SubscriptionRecord{
 			Filter: string(f), QoS: opt & 3, NoLocal: opt&subNoLocal != 0,
 			RetainAsPublished: opt&subRAP != 0, RetainHandling: opt >> 4, ID: uint32(id),
 		}
 		if len(f) == 0 || s.QoS > 2 || s.RetainHandling > 2 || id > maxSubID {
-			d.bad = true
+			d.Fail()
 		}
 		r.Subscriptions = append(r.Subscriptions, s)
 	}
 	if flags&sessFlagWill != 0 {
-		r.WillDelay = d.uint32()
-		if d.bad {
+		r.WillDelay = d.Uint32()
+		if d.Failed() {
 			return nil, fmt.Errorf("%w: session %q: truncated", ErrCorrupt, clientID)
 		}
-		m, err := message.Decode(d.b)
+		m, err := message.Decode(d.Rest())
 		if err != nil {
 			return nil, fmt.Errorf("%w: session %q: will: %w", ErrCorrupt, clientID, err)
 		}
-		r.Will, d.b = m, nil
+		r.Will = m
 	}
-	if err := d.finish(); err != nil {
+	if err := finishRecord(&d); err != nil {
 		return nil, fmt.Errorf("%w: session %q", err, clientID)
 	}
 	return r, nil
@@ -262,32 +259,29 @@ func decodeQueued(key, b []byte) (*QueuedMessage, error) {
 		(flags&qFlagMsg == 0 && q.State != ReleaseSent) {
 		return nil, fmt.Errorf("%w: message %d: bad header", ErrCorrupt, seq)
 	}
-	d := decoder{b: b[6:]}
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.bad = true
-	}
-	if !d.bad && n > 0 {
+	d := wire.NewDecoder(b[6:])
+	n := d.Count(1)
+	if n > 0 {
 		q.SubIDs = make([]uint32, 0, n)
 	}
-	for i := uint64(0); i < n && !d.bad; i++ {
-		id := d.uvarint()
+	for i := 0; i < n && !d.Failed(); i++ {
+		id := d.Uvarint()
 		if id == 0 || id > maxSubID {
-			d.bad = true
+			d.Fail()
 		}
 		q.SubIDs = append(q.SubIDs, uint32(id))
 	}
 	if flags&qFlagMsg != 0 {
-		if d.bad {
+		if d.Failed() {
 			return nil, fmt.Errorf("%w: message %d: truncated", ErrCorrupt, seq)
 		}
-		m, err := message.Decode(d.b)
+		m, err := message.Decode(d.Rest())
 		if err != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", ErrCorrupt, seq, err)
 		}
-		q.Msg, d.b = m, nil
+		q.Msg = m
 	}
-	if err := d.finish(); err != nil {
+	if err := finishRecord(&d); err != nil {
 		return nil, fmt.Errorf("%w: message %d", err, seq)
 	}
 	return q, nil
@@ -313,75 +307,10 @@ func decodeInbound(key []byte) (uint16, error) {
 	return binary.BigEndian.Uint16(key), nil
 }
 
-// decoder reads the variable part of a record; after the first error every
-// read returns zero and bad stays set.
-type decoder struct {
-	b   []byte
-	bad bool
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.bad {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uint32() uint32 {
-	v := d.uvarint()
-	if v > math.MaxUint32 {
-		d.bad = true
-		return 0
-	}
-	return uint32(v)
-}
-
-func (d *decoder) varint() int64 {
-	if d.bad {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if d.bad || len(d.b) == 0 {
-		d.bad = true
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.bad || n > uint64(len(d.b)) {
-		d.bad = true
-		return nil
-	}
-	out := d.b[:n]
-	d.b = d.b[n:]
-	return out
-}
-
-func (d *decoder) finish() error {
-	if d.bad {
-		return fmt.Errorf("%w: truncated or out of range", ErrCorrupt)
-	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+// finishRecord wraps a decoder's failure as ErrCorrupt.
+func finishRecord(d *wire.Decoder) error {
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return nil
 }
