@@ -57,10 +57,11 @@ type benchFlags struct {
 	Drain       time.Duration `name:"drain" default:"5s" group:"Load" help:"After publishing, wait this long without progress for stragglers."`
 	Prefix      string        `name:"topic-prefix" placeholder:"TOPIC" group:"Load" help:"Root of the run's topics (default sxbench/<random>)."`
 
-	BrokerPID int  `name:"broker-pid" placeholder:"PID" group:"Output" help:"PID of the broker process, for its CPU and memory (local brokers only)."`
-	JSON      bool `name:"json" group:"Output" help:"Print the result as JSON."`
-	Quiet     bool `name:"quiet" group:"Output" help:"No progress line."`
-	Strict    bool `name:"strict" group:"Output" help:"Exit with status 3 if any message was lost, duplicated or reordered, or an error occurred."`
+	SubURL    string `name:"sub-url" placeholder:"URL" group:"Broker" help:"Connect the subscribers to this broker instead (another node of a cluster: measures cross-node delivery)."`
+	BrokerPID int    `name:"broker-pid" placeholder:"PID" group:"Output" help:"PID of the broker process, for its CPU and memory (local brokers only)."`
+	JSON      bool   `name:"json" group:"Output" help:"Print the result as JSON."`
+	Quiet     bool   `name:"quiet" group:"Output" help:"No progress line."`
+	Strict    bool   `name:"strict" group:"Output" help:"Exit with status 3 if any message was lost, duplicated or reordered, or an error occurred."`
 }
 
 func (c *BenchCmd) Run(e *env) error {
@@ -80,7 +81,7 @@ func (c *BenchCmd) Run(e *env) error {
 		return err
 	}
 	cfg := bench.Config{
-		Scenario: bench.Scenario(f.Scenario), URL: url, Version: o.Version,
+		Scenario: bench.Scenario(f.Scenario), URL: url, SubURL: f.SubURL, Version: o.Version,
 		Username: f.Username, Password: f.Password, TLS: o.TLS, KeepAlive: o.KeepAlive,
 		QoS: byte(f.QoS), PayloadSize: f.Size, Count: f.Count, Duration: f.Duration, Rate: f.Rate,
 		Inflight: f.Inflight, Pubs: f.Pubs, Subs: f.Subs, Topics: f.Topics, Conns: f.Conns,

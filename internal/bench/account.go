@@ -44,6 +44,7 @@ type subscriber struct {
 	topic    int // index of the topic it subscribes to; -1: every topic
 	tracks   []track
 	foreign  int64 // payloads without a generator header, or from an unknown publisher
+	probed   atomic.Bool // a warm-up probe arrived
 	received atomic.Int64
 	lastRecv atomic.Int64 // Unix nanoseconds
 	lat      *shard
@@ -62,6 +63,10 @@ func (s *subscriber) onPublish(p *packet.Publish) {
 	now := time.Now()
 	h, ok := ParseHeader(p.Payload)
 	if !ok || int(h.Pub) >= len(s.tracks) {
+		if string(p.Payload) == probePayload {
+			s.probed.Store(true)
+			return
+		}
 		s.foreign++
 		return
 	}

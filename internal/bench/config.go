@@ -41,6 +41,7 @@ const HeaderSize = 18
 type Config struct {
 	Scenario Scenario
 	URL      string         // broker address (see mqttclient.ParseURL)
+	SubURL   string         // where subscribers connect, if not URL (another node of a cluster)
 	Version  packet.Version // 0: MQTT 5
 	Username string
 	Password string

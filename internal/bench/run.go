@@ -245,7 +245,11 @@ func (r *runner) messages(ctx context.Context) (*Result, error) {
 	err := parallel(ctx, c.Subs, dialers, func(i int) error {
 		o := r.options(fmt.Sprintf("%s-s%d", r.clientPrefix, i))
 		o.OnPublish = r.subs[i].onPublish
-		cl, err := mqttclient.Dial(ctx, c.URL, o)
+		url := c.URL
+		if c.SubURL != "" {
+			url = c.SubURL
+		}
+		cl, err := mqttclient.Dial(ctx, url, o)
 		if err != nil {
 			return fmt.Errorf("subscriber %d: %w", i, err)
 		}
@@ -275,6 +279,16 @@ func (r *runner) messages(ctx context.Context) (*Result, error) {
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+
+	if c.SubURL != "" && c.SubURL != c.URL && len(r.pubs) > 0 {
+		// Subscribers on another node: their interest reaches the
+		// publishers' node a moment after SUBACK; probe until it has.
+		r.setPhase("warm-up")
+		if err := r.warmUp(ctx); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 	}
 
 	before := r.sample()
@@ -392,6 +406,38 @@ func (r *runner) sample() sample {
 }
 
 // publisher is one publishing client and its counts.
+// probePayload marks warm-up messages; subscribers do not count them.
+const probePayload = "sxbench-probe"
+
+// warmUp publishes probes on every topic until every subscriber has seen
+// one, or gives up after 30 s.
+func (r *runner) warmUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := r.pubs[0].c
+	for {
+		for _, t := range r.topics {
+			if err := c.PublishAsync(ctx, &packet.Publish{Topic: t, Payload: []byte(probePayload)}, nil); err != nil {
+				return fmt.Errorf("warm-up probe: %w", err)
+			}
+		}
+		all := true
+		for _, s := range r.subs {
+			all = all && s.probed.Load()
+		}
+		if all {
+			return nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("warm-up: subscribers on %s did not receive messages published on %s", r.cfg.SubURL, r.cfg.URL)
+		case <-t.C:
+		}
+	}
+}
+
 type publisher struct {
 	idx     int
 	c       *mqttclient.Client
