@@ -43,7 +43,7 @@ type track struct {
 type subscriber struct {
 	topic    int // index of the topic it subscribes to; -1: every topic
 	tracks   []track
-	foreign  int64 // payloads without a generator header, or from an unknown publisher
+	foreign  int64       // payloads without a generator header, or from an unknown publisher
 	probed   atomic.Bool // a warm-up probe arrived
 	received atomic.Int64
 	lastRecv atomic.Int64 // Unix nanoseconds

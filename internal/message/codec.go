@@ -64,7 +64,6 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-
 // Decode decodes a message encoded by Append. The result does not alias b.
 func Decode(b []byte) (*Message, error) {
 	if len(b) < 4 {
