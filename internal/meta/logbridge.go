@@ -34,7 +34,9 @@ func (w levelWriter) Write(p []byte) (int, error) {
 		prefix string
 		level  slog.Level
 	}{
-		{"[TRACE]", slog.LevelDebug}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo},
+		// Raft's INFO lines narrate every election and configuration
+		// change; a node's operator sees them with --log-level debug.
+		{"[TRACE]", slog.LevelDebug}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelDebug},
 		{"[WARN]", slog.LevelWarn}, {"[ERROR]", slog.LevelError},
 	} {
 		if strings.HasPrefix(msg, lv.prefix) {
