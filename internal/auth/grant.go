@@ -61,7 +61,9 @@ func (g *Grant) refreshLocked() {
 func (g *Grant) User() string { return g.user }
 
 // CanPublish reports whether the client may publish to the topic name.
-func (g *Grant) CanPublish(name string) bool { return g.decideName(name, pubKnown, pubAllowed, Publish) }
+func (g *Grant) CanPublish(name string) bool {
+	return g.decideName(name, pubKnown, pubAllowed, Publish)
+}
 
 // CanReceive reports whether a message on the topic name may be delivered
 // to the client (subscribe access to the name).
