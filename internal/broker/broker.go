@@ -36,6 +36,7 @@ type Config struct {
 	MaxConnections int
 	SysInterval    time.Duration // 0 disables $SYS
 	Version        string
+	Auth           session.Authenticator // nil: anonymous clients, no access control
 }
 
 // Broker is one node's MQTT hub. See the package doc.
@@ -91,7 +92,7 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Bro
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
 	b.matches.New = func() any { return new(router.Matches[*session.Session]) }
-	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b}
+	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b, Auth: cfg.Auth}
 	if st != nil {
 		b.env.Store = st
 		if err := b.load(); err != nil {
@@ -172,6 +173,12 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	b.mu.Lock()
 	old := b.mu.sessions[id]
 	b.mu.Unlock()
+	if old != nil && old.ClaimedByOther(c) {
+		b.mu.Lock()
+		b.mu.conns--
+		b.mu.Unlock()
+		return nil, false, packet.NotAuthorized, "client identifier in use by another user"
+	}
 	if old != nil {
 		if oc := old.Conn(); oc != nil {
 			oc.Disconnect(packet.SessionTakenOver, "another connection took over the session")
@@ -383,7 +390,13 @@ func (b *Broker) commitBehind(bt *store.Batch) {
 	}
 }
 
+// publishWill publishes s's will if the session's identity (that of its
+// latest connection) may publish to the will's topic now.
 func (b *Broker) publishWill(s *session.Session, w *message.Message) {
+	if !b.env.MayPublishWill(s, s.ID, w.Topic) {
+		b.log.Info("will not published: not authorized", "client", s.ID, "topic", w.Topic)
+		return
+	}
 	m := *w
 	m.Created = b.clock.Now()
 	if !w.Expiry.IsZero() && !w.Created.IsZero() {

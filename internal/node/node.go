@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,20 +38,26 @@ type Node struct {
 	version string
 	started time.Time
 
-	metrics *metrics.Broker
-	store   *store.Store
-	broker  *broker.Broker
-	cluster *clusterParts
+	metrics  *metrics.Broker
+	store    *store.Store
+	broker   *broker.Broker
+	cluster  *clusterParts
+	security *security
+	reloadMu sync.Mutex // one Reload at a time
 
 	mu struct {
 		sync.Mutex
-		mqtt, ws *listener.Server
-		admin    *http.Server
-		adminLn  net.Listener
-		ready    bool
-		shutdown bool
+		listeners map[string]*listener.Server // by kind: mqtt, ws, mqtts, wss
+		admin     *http.Server
+		adminAPI  *adminapi.Server
+		adminLn   net.Listener
+		ready     bool
+		shutdown  bool
 	}
 }
+
+// clientListenerKinds are the kinds of MQTT listener, in start order.
+var clientListenerKinds = []string{"mqtt", "ws", "mqtts", "wss"}
 
 // New validates cfg, opens the node's store and loads its state. It does not
 // listen yet: see Start.
@@ -72,10 +79,16 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		cfg.NodeID = h
 	}
 	n := &Node{cfg: cfg, log: opts.Log, clock: opts.Clock, version: opts.Version, metrics: metrics.NewBroker()}
+	sec, err := newSecurity(cfg, n.clock, n.metrics, n.log)
+	if err != nil {
+		return nil, err
+	}
+	n.security = sec
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	mode, err := store.ParseFsyncMode(cfg.Fsync)
+	var mode store.FsyncMode
+	mode, err = store.ParseFsyncMode(cfg.Fsync)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -85,12 +98,16 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.broker, err = broker.New(broker.Config{
+	bcfg := broker.Config{
 		Limits:         LimitsFrom(cfg),
 		MaxConnections: cfg.MaxConnections,
 		SysInterval:    cfg.SysInterval,
 		Version:        opts.Version,
-	}, n.store, n.clock, n.log, n.metrics)
+	}
+	if sec.auth != nil {
+		bcfg.Auth = sessionAuth{sec.auth}
+	}
+	n.broker, err = broker.New(bcfg, n.store, n.clock, n.log, n.metrics)
 	if err != nil {
 		_ = n.store.Close()
 		return nil, err
@@ -120,6 +137,10 @@ func LimitsFrom(cfg config.Config) session.Limits {
 		ConnectTimeout:    cfg.ConnectTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		SlowConsumer:      cfg.SlowConsumer,
+		AuthFailDelay:     cfg.AuthFailDelay,
+		PublishRate:       cfg.PublishRate,
+		PublishBytes:      cfg.PublishBytes,
+		PublishDisconnect: cfg.PublishLimit == "disconnect",
 	}
 }
 
@@ -140,19 +161,26 @@ func (n *Node) Start() error {
 	defer n.mu.Unlock()
 	n.started = n.clock.Now()
 	var err error
-	if a := n.cfg.MQTTAddr; a != "" {
+	n.mu.listeners = map[string]*listener.Server{}
+	addrs := map[string]string{"mqtt": n.cfg.MQTTAddr, "ws": n.cfg.WSAddr, "mqtts": n.cfg.MQTTSAddr, "wss": n.cfg.WSSAddr}
+	for _, kind := range clientListenerKinds {
+		a := addrs[kind]
+		if a == "" {
+			continue
+		}
 		ln, lerr := net.Listen("tcp", a)
 		if lerr != nil {
-			return n.startFailed(fmt.Errorf("node: mqtt listener: %w", lerr))
+			return n.startFailed(fmt.Errorf("node: %s listener: %w", kind, lerr))
 		}
-		n.mu.mqtt = listener.ServeTCP(ln, n.broker, n.log)
-	}
-	if a := n.cfg.WSAddr; a != "" {
-		ln, lerr := net.Listen("tcp", a)
-		if lerr != nil {
-			return n.startFailed(fmt.Errorf("node: websocket listener: %w", lerr))
+		opts := listener.Options{Limiter: n.security.limiter}
+		if kind == "mqtts" || kind == "wss" {
+			opts.TLS = n.security.certs.MQTTConfig()
 		}
-		n.mu.ws = listener.ServeWebSocket(ln, n.broker, n.log)
+		if kind == "mqtt" || kind == "mqtts" {
+			n.mu.listeners[kind] = listener.ServeTCP(ln, n.broker, n.log, opts)
+		} else {
+			n.mu.listeners[kind] = listener.ServeWebSocket(ln, n.broker, n.log, opts)
+		}
 	}
 	if a := n.cfg.AdminAddr; a != "" {
 		ln, lerr := net.Listen("tcp", a)
@@ -169,8 +197,13 @@ func (n *Node) Start() error {
 	}
 	if ln := n.mu.adminLn; ln != nil {
 		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
+		api.SetTokens(n.security.adminToken, n.security.readToken)
+		n.mu.adminAPI = api
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 		srv := n.mu.admin
+		if n.cfg.AdminTLS {
+			ln = tls.NewListener(ln, n.security.certs.AdminConfig())
+		}
 		go func() {
 			if serr := srv.Serve(ln); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 				n.log.Error("admin listener stopped", "err", serr)
@@ -179,15 +212,14 @@ func (n *Node) Start() error {
 	}
 	n.mu.ready = true
 	n.log.Info("sextant node serving", "node", n.cfg.NodeID, "mqtt", n.addrLocked("mqtt"), "ws", n.addrLocked("ws"),
-		"admin", n.addrLocked("admin"), "data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
+		"mqtts", n.addrLocked("mqtts"), "wss", n.addrLocked("wss"), "admin", n.addrLocked("admin"),
+		"data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
 	return err
 }
 
 func (n *Node) startFailed(err error) error {
-	for _, l := range []*listener.Server{n.mu.mqtt, n.mu.ws} {
-		if l != nil {
-			_ = l.Close()
-		}
+	for _, l := range n.mu.listeners {
+		_ = l.Close()
 	}
 	if n.cluster != nil {
 		_ = n.closeCluster()
@@ -207,15 +239,10 @@ func (n *Node) Addr(kind string) string {
 }
 
 func (n *Node) addrLocked(kind string) string {
+	if l := n.mu.listeners[kind]; l != nil {
+		return l.Addr().String()
+	}
 	switch kind {
-	case "mqtt":
-		if n.mu.mqtt != nil {
-			return n.mu.mqtt.Addr().String()
-		}
-	case "ws":
-		if n.mu.ws != nil {
-			return n.mu.ws.Addr().String()
-		}
 	case "admin":
 		if n.mu.adminLn != nil {
 			return n.mu.adminLn.Addr().String()
@@ -235,7 +262,7 @@ func (n *Node) Status() adminapi.Status {
 	st := n.broker.Stats()
 	n.mu.Lock()
 	listeners := map[string]string{}
-	for _, k := range []string{"mqtt", "ws", "admin"} {
+	for _, k := range append(clientListenerKinds, "admin") {
 		if a := n.addrLocked(k); a != "" {
 			listeners[k] = a
 		}
@@ -275,19 +302,21 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	n.mu.shutdown = true
-	mqtt, ws, admin := n.mu.mqtt, n.mu.ws, n.mu.admin
-	n.mu.Unlock()
-	var errs []error
-	for _, l := range []*listener.Server{mqtt, ws} {
-		if l != nil {
-			errs = append(errs, l.Close())
+	var ls []*listener.Server
+	for _, kind := range clientListenerKinds {
+		if l := n.mu.listeners[kind]; l != nil {
+			ls = append(ls, l)
 		}
 	}
+	admin := n.mu.admin
+	n.mu.Unlock()
+	var errs []error
+	for _, l := range ls {
+		errs = append(errs, l.Close())
+	}
 	errs = append(errs, n.broker.Close(ctx))
-	for _, l := range []*listener.Server{mqtt, ws} {
-		if l != nil {
-			errs = append(errs, l.Wait(ctx))
-		}
+	for _, l := range ls {
+		errs = append(errs, l.Wait(ctx))
 	}
 	if n.cluster != nil {
 		errs = append(errs, n.closeCluster())
@@ -298,4 +327,31 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.log.Info("sextant node stopped", "node", n.cfg.NodeID)
 	return errors.Join(errs...)
+}
+
+// Reload reads the TLS certificate, key and CA, the password file, the ACL
+// and the admin token file again (SIGHUP). Connections are not dropped:
+// established TLS sessions keep their certificate, new handshakes get the
+// new one; sessions follow the new ACL on their next check. A file that
+// fails to load leaves its predecessor in use, and the error says which.
+func (n *Node) Reload() error {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	err := n.security.reload()
+	n.mu.Lock()
+	api := n.mu.adminAPI
+	n.mu.Unlock()
+	if api != nil {
+		api.SetTokens(n.security.adminToken, n.security.readToken)
+	}
+	if err != nil {
+		n.log.Error("reload: keeping the previous version of what failed", "err", err)
+		return err
+	}
+	attrs := []any{"password_file", n.cfg.PasswordFile, "acl_file", n.cfg.ACLFile}
+	if n.security.certs != nil {
+		attrs = append(attrs, "tls_cert", n.cfg.TLSCert, "tls_cert_expires", n.security.certs.NotAfter())
+	}
+	n.log.Info("reloaded certificates and access files", attrs...)
+	return nil
 }
