@@ -102,7 +102,9 @@ func dialTLS(t *testing.T, addr string, cfg *tls.Config) (*tls.Conn, error) {
 	return c, nil
 }
 
-func sub(filter string, qos byte) packet.Subscription { return packet.Subscription{Filter: filter, QoS: qos} }
+func sub(filter string, qos byte) packet.Subscription {
+	return packet.Subscription{Filter: filter, QoS: qos}
+}
 
 func pub(topic string, qos byte, pid uint16, payload string) *packet.Publish {
 	return &packet.Publish{Topic: topic, QoS: qos, PacketID: pid, Payload: []byte(payload)}
