@@ -199,7 +199,7 @@ func (n *Node) Start() error {
 		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
-		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 		srv := n.mu.admin
 		if n.cfg.AdminTLS {
 			ln = tls.NewListener(ln, n.security.certs.AdminConfig())

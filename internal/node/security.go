@@ -61,6 +61,16 @@ func newSecurity(cfg config.Config, clk clock.Clock, m *metrics.Broker, log *slo
 		}
 		s.auth = auth.NewAuthenticator(auth.Config{AllowAnonymous: anon, CertIdentity: field}, pw, acl)
 	}
+	var err error
+	if s.adminToken, s.readToken, err = s.adminTokens(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxConnsPerIP > 0 || cfg.ConnectRatePerIP > 0 {
+		s.limiter = listener.NewIPLimiter(listener.IPLimits{MaxConns: cfg.MaxConnsPerIP, ConnectRate: cfg.ConnectRatePerIP}, clk,
+			func(limit string) { m.LimitsHit.WithLabelValues(limit).Inc() })
+	}
+	// Warn only once everything loaded: a node that does not start has
+	// nothing to warn about.
 	if anon {
 		if cfg.AllowAnonymous == "auto" {
 			log.Warn("anonymous clients are allowed: every client listener is on loopback (allow-anonymous: auto); " +
@@ -73,14 +83,6 @@ func newSecurity(cfg config.Config, clk clock.Clock, m *metrics.Broker, log *slo
 				}
 			}
 		}
-	}
-	var err error
-	if s.adminToken, s.readToken, err = s.adminTokens(); err != nil {
-		return nil, err
-	}
-	if cfg.MaxConnsPerIP > 0 || cfg.ConnectRatePerIP > 0 {
-		s.limiter = listener.NewIPLimiter(listener.IPLimits{MaxConns: cfg.MaxConnsPerIP, ConnectRate: cfg.ConnectRatePerIP}, clk,
-			func(limit string) { m.LimitsHit.WithLabelValues(limit).Inc() })
 	}
 	return s, nil
 }
