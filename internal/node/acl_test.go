@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/brokertest"
+	"github.com/sextantmq/sextant/internal/clock/clocktest"
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
@@ -287,4 +288,31 @@ func TestResumedSessionIsCheckedAgainstNewIdentity(t *testing.T) {
 	if got := n.Dropped("not_authorized"); got != 2 {
 		t.Fatalf("dropped as not authorized: %v, want 2", got)
 	}
+}
+
+// TestRestoredWillUsesAnonymousRules: a delayed will whose session was
+// restored from the store after a restart (its client not connected since)
+// is checked with the anonymous rules, since the node does not keep
+// identities on disk: here they do not allow it, so it is dropped.
+func TestRestoredWillUsesAnonymousRules(t *testing.T) {
+	clk := clocktest.New(time.Now())
+	cfg := brokertest.Config(t)
+	cfg.PasswordFile = writeFile(t, "passwd", passwords(t, "admin", "pw", "alice", "pw"))
+	cfg.ACLFile = writeFile(t, "acl.yaml", testACL)
+	cfg.AuthFailDelay = 0
+	n := brokertest.StartClock(t, cfg, clk)
+	cp := login(packet.V5, "a", "alice", "pw")
+	cp.CleanStart = false
+	cp.Props.SetSessionExpiry(3600)
+	cp.WillFlag, cp.WillTopic, cp.WillPayload = true, "will/alice", []byte("gone")
+	cp.WillProps.SetWillDelay(10)
+	connectOK(t, n.Raw(packet.V5), cp).Close()
+	n.WaitSessions(0, 1)
+
+	n = n.Restart()
+	watch := as(t, n, packet.V5, "watch", "admin")
+	watch.Subscribe(1, sub("will/#", 0))
+	clk.Advance(11 * time.Second)
+	brokertest.Eventually(t, 5*time.Second, func() bool { return denied(n, "will") == 1 }, "the restored will is refused")
+	expectNothing(t, watch, "own/watch", "the restored will was published")
 }

@@ -80,11 +80,13 @@ func maySubscribe(r Authorizer, filter string) bool {
 // session of clientID). A refusal is counted.
 func (e *Env) MayPublishWill(s *Session, clientID, topic string) bool {
 	var r Authorizer
+	identified := false
 	if s != nil {
 		s.mu.Lock()
-		r = s.mu.rights
+		r, identified = s.mu.rights, s.mu.identified
 		s.mu.Unlock()
-	} else if e.Auth != nil {
+	}
+	if !identified && e.Auth != nil {
 		r = e.Auth.Unidentified(clientID)
 	}
 	if mayPublish(r, topic) {

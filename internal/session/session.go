@@ -147,8 +147,9 @@ type Session struct {
 		space     chan struct{} // closed when the queue gains room; nil when nobody waits
 		ended     bool
 
-		// The identity of the latest connection (identified false: none
-		// since the node started) and its rights, used for the will.
+		// The identity of the latest connection and its rights, used for
+		// the will; identified is false until a connection binds (a
+		// session restored or moved here, not connected since).
 		identified bool
 		user       string
 		rights     Authorizer
@@ -161,9 +162,6 @@ func New(id string, env *Env, v packet.Version, expiry uint32) *Session {
 	s.mu.version = v
 	s.mu.expiry = expiry
 	s.mu.subs = map[string]router.Options{}
-	if env.Auth != nil {
-		s.mu.rights = env.Auth.Unidentified(id)
-	}
 	return s
 }
 
