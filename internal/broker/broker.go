@@ -159,6 +159,18 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		b.mu.Unlock()
 	}()
 
+	// A client id last used by another user is not handed over, neither
+	// here nor from another node.
+	b.mu.Lock()
+	prev := b.mu.sessions[id]
+	b.mu.Unlock()
+	if prev != nil && prev.ClaimedByOther(c) {
+		b.mu.Lock()
+		b.mu.conns--
+		b.mu.Unlock()
+		return nil, false, packet.NotAuthorized, "client identifier in use by another user"
+	}
+
 	var moved *SessionState
 	if b.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Limits.ConnectTimeout)
@@ -173,12 +185,6 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	b.mu.Lock()
 	old := b.mu.sessions[id]
 	b.mu.Unlock()
-	if old != nil && old.ClaimedByOther(c) {
-		b.mu.Lock()
-		b.mu.conns--
-		b.mu.Unlock()
-		return nil, false, packet.NotAuthorized, "client identifier in use by another user"
-	}
 	if old != nil {
 		if oc := old.Conn(); oc != nil {
 			oc.Disconnect(packet.SessionTakenOver, "another connection took over the session")
