@@ -28,14 +28,16 @@ type CLI struct {
 	Bench   BenchCmd   `cmd:"" passthrough:"" help:"Load-test any MQTT broker (see sextant bench --help)."`
 	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs."`
 	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
+	Passwd  PasswdCmd  `cmd:"" help:"Add or change a user in a password file (bcrypt), or remove one."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
 	Version VersionCmd `cmd:"" help:"Print the version and exit."`
 }
 
-// env is what every command's Run receives: where to write, and a context
-// cancelled on SIGINT/SIGTERM.
+// env is what every command's Run receives: where to read and write, and a
+// context cancelled on SIGINT/SIGTERM.
 type env struct {
 	ctx    context.Context
+	stdin  io.Reader // nil: nothing to read
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -51,14 +53,14 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run parses args and runs the chosen command; it returns the exit status.
 // Errors are printed as one line on stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var cli CLI
 	exit := -1
 	parser, err := kong.New(&cli,
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sextant: %v\n", err)
 			return 2
 		}
-		if err := kctx.Run(&env{ctx: ctx, stdout: stdout, stderr: stderr}); err != nil {
+		if err := kctx.Run(&env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}); err != nil {
 			fmt.Fprintf(stderr, "sextant: %v\n", err)
 			var ee *exitError
 			if errors.As(err, &ee) {

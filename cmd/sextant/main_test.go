@@ -10,7 +10,7 @@ import (
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, &out, &errb)
+	code = run(context.Background(), args, nil, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,9 +21,23 @@ import (
 type AdminFlags struct {
 	Admin string `name:"admin" short:"a" default:"127.0.0.1:8088" help:"Admin API address of a node (HOST:PORT or URL)." placeholder:"ADDR"`
 	Token string `name:"token" env:"SEXTANT_TOKEN" help:"Admin API bearer token." placeholder:"TOKEN"`
+	CA    string `name:"ca" env:"SEXTANT_CA" type:"path" help:"PEM CA certificate that verifies a node's admin API served over TLS (admin-tls); implies https." placeholder:"FILE"`
 }
 
-func (a AdminFlags) client() *client.Client { return client.New(a.Admin, a.Token) }
+func (a AdminFlags) client() (*client.Client, error) {
+	if a.CA == "" {
+		return client.New(a.Admin, a.Token), nil
+	}
+	pem, err := os.ReadFile(a.CA)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", a.CA)
+	}
+	return client.New(a.Admin, a.Token, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})), nil
+}
 
 // NodesCmd prints the cluster's nodes and their estimated RTT matrix.
 type NodesCmd struct {
@@ -31,7 +48,11 @@ type NodesCmd struct {
 func (c *NodesCmd) Run(e *env) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 15*time.Second)
 	defer cancel()
-	nodes, err := c.client().Nodes(ctx)
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	nodes, err := cl.Nodes(ctx)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,11 @@ type PolicyGetCmd struct {
 func (c *PolicyGetCmd) Run(e *env) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 15*time.Second)
 	defer cancel()
-	ps, err := c.client().Policies(ctx)
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ps, err := cl.Policies(ctx)
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,11 @@ func (c *PolicySetCmd) Run(e *env) error {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
 	defer cancel()
-	ps, err := c.client().PutPolicies(ctx, pf.Rules, c.ExpectVersion)
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ps, err := cl.PutPolicies(ctx, pf.Rules, c.ExpectVersion)
 	if err != nil {
 		return err
 	}

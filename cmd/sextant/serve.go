@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -34,7 +37,20 @@ func (c *ServeCmd) Run(e *env, kctx *kong.Context) error {
 		_ = n.Shutdown(context.Background())
 		return err
 	}
-	<-e.ctx.Done()
+	// SIGHUP reloads the TLS certificate, password file, ACL and admin
+	// token file without dropping connections; a file that fails to load
+	// is reported and its previous version kept.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for done := false; !done; {
+		select {
+		case <-e.ctx.Done():
+			done = true
+		case <-hup:
+			_ = n.Reload() // logs its outcome
+		}
+	}
 	log.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,8 @@ type Server struct {
 	reg  prometheus.Gatherer
 	log  *slog.Logger
 	mux  *http.ServeMux
+
+	tokens atomic.Pointer[tokens] // nil: open
 }
 
 // New builds the handler.
@@ -63,7 +66,12 @@ func New(node Node, reg prometheus.Gatherer, log *slog.Logger) *Server {
 // Handle registers an extra route (used by subsystems that add endpoints).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r) {
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.node.Ready(); err != nil {

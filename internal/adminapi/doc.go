@@ -4,4 +4,9 @@
 // through small interfaces defined here and never touches sessions or the
 // store directly. Errors are JSON bodies {"error": "...", "code": "..."}
 // with a 4xx/5xx status.
+//
+// Access: with bearer tokens set (SetTokens), every endpoint but /healthz
+// and /readyz needs one; a read-scope token allows GET and HEAD (/metrics
+// included), an admin-scope token everything. Without tokens the API is
+// open; the node allows that only on a loopback address.
 package adminapi

@@ -36,6 +36,7 @@ type Config struct {
 	MaxConnections int
 	SysInterval    time.Duration // 0 disables $SYS
 	Version        string
+	Auth           session.Authenticator // nil: anonymous clients, no access control
 }
 
 // Broker is one node's MQTT hub. See the package doc.
@@ -91,7 +92,7 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Bro
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
 	b.matches.New = func() any { return new(router.Matches[*session.Session]) }
-	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b}
+	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b, Auth: cfg.Auth}
 	if st != nil {
 		b.env.Store = st
 		if err := b.load(); err != nil {
@@ -156,6 +157,18 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		delete(b.mu.attaching, id)
 		b.mu.Unlock()
 	}()
+
+	// A client id last used by another user is not handed over, neither
+	// here nor from another node.
+	b.mu.Lock()
+	prev := b.mu.sessions[id]
+	b.mu.Unlock()
+	if prev != nil && prev.ClaimedByOther(c) {
+		b.mu.Lock()
+		b.mu.conns--
+		b.mu.Unlock()
+		return nil, false, packet.NotAuthorized, "client identifier in use by another user"
+	}
 
 	var moved *SessionState
 	if b.cluster != nil {
@@ -382,7 +395,13 @@ func (b *Broker) commitBehind(bt *store.Batch) {
 	}
 }
 
+// publishWill publishes s's will if the session's identity (that of its
+// latest connection) may publish to the will's topic now.
 func (b *Broker) publishWill(s *session.Session, w *message.Message) {
+	if !b.env.MayPublishWill(s, s.ID, w.Topic) {
+		b.log.Info("will not published: not authorized", "client", s.ID, "topic", w.Topic)
+		return
+	}
 	m := *w
 	m.Created = b.clock.Now()
 	if !w.Expiry.IsZero() && !w.Created.IsZero() {

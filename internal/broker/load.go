@@ -118,5 +118,9 @@ func (b *Broker) restoreSubscriptions(s *session.Session, subs []store.Subscript
 // was down; it is published once subscriptions are loaded, so it is queued
 // as an ordinary message on the first timer tick.
 func (b *Broker) willAtStart(clientID string, w *message.Message) {
+	if !b.env.MayPublishWill(nil, clientID, w.Topic) {
+		b.log.Info("will not published: not authorized", "client", clientID, "topic", w.Topic)
+		return
+	}
 	b.clock.AfterFunc(0, func() { b.Publish(nil, w, nil) })
 }

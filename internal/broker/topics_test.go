@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -60,10 +62,16 @@ func TestWildcards(t *testing.T) {
 }
 
 // TestSysTopics: $SYS statistics are published under $SYS/broker/ every
-// sys-interval, as retained messages, and not matched by "#".
+// sys-interval, as retained messages, and not matched by "#". Reading
+// $SYS/ needs an ACL rule granting it.
 func TestSysTopics(t *testing.T) {
 	cfg := brokertest.Config(t)
 	cfg.SysInterval = 50 * time.Millisecond
+	cfg.ACLFile = filepath.Join(t.TempDir(), "acl.yaml")
+	acl := "anonymous:\n  - {allow: subscribe, topic: $SYS/#}\n  - {allow: both, topic: \"#\"}\n  - {allow: both, topic: $d}\n"
+	if err := os.WriteFile(cfg.ACLFile, []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n := brokertest.Start(t, cfg)
 	all, _ := rawConnect(t, n, connect5("all", true, 0))
 	all.Subscribe(1, sub("#", 0))

@@ -31,7 +31,9 @@ type Node struct {
 }
 
 // Config returns a config for a test node: ephemeral loopback ports, a fresh
-// data directory, $SYS off, fsync never (tests do not test the disk).
+// data directory, $SYS off, fsync never (tests do not test the disk), and
+// no per-address or publish limits (tests open many connections from one
+// address and publish as fast as they can; the limits' own tests set them).
 func Config(t testing.TB) config.Config {
 	c := config.Default()
 	c.DataDir = t.TempDir()
@@ -41,6 +43,7 @@ func Config(t testing.TB) config.Config {
 	c.Fsync = "never"
 	c.SysInterval = 0
 	c.NodeID = "test"
+	c.MaxConnsPerIP, c.ConnectRatePerIP, c.PublishRate, c.PublishBytes = 0, 0, 0, 0
 	return c
 }
 

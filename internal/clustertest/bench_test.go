@@ -84,7 +84,7 @@ func startBenchNodes(b *testing.B, n int) []*benchNode {
 		if err != nil {
 			b.Fatal(err)
 		}
-		nd.mqtt = listener.ServeTCP(mln, br, log)
+		nd.mqtt = listener.ServeTCP(mln, br, log, listener.Options{})
 		nodes[i] = nd
 	}
 	b.Cleanup(func() {

@@ -243,7 +243,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	n.mqtt = listener.ServeTCP(mln, b, c.log)
+	n.mqtt = listener.ServeTCP(mln, b, c.log, listener.Options{})
 	n.mu.Lock()
 	n.running = true
 	n.mu.Unlock()

@@ -27,7 +27,25 @@ type Config struct {
 
 	MQTTAddr  string `name:"mqtt-addr" yaml:"mqtt-addr" default:"127.0.0.1:1883" help:"MQTT over TCP listen address (empty disables)."`
 	WSAddr    string `name:"ws-addr" yaml:"ws-addr" default:"127.0.0.1:8083" help:"MQTT over WebSocket listen address, path /mqtt (empty disables)."`
+	MQTTSAddr string `name:"mqtts-addr" yaml:"mqtts-addr" default:"" help:"MQTT over TLS listen address, e.g. 0.0.0.0:8883 (empty disables; needs tls-cert and tls-key)."`
+	WSSAddr   string `name:"wss-addr" yaml:"wss-addr" default:"" help:"MQTT over secure WebSocket listen address, path /mqtt (empty disables; needs tls-cert and tls-key)."`
 	AdminAddr string `name:"admin-addr" yaml:"admin-addr" default:"127.0.0.1:8088" help:"Admin HTTP listen address: /metrics, /healthz, /readyz, /v1 (empty disables)."`
+
+	TLSCert       string `name:"tls-cert" yaml:"tls-cert" default:"" help:"PEM certificate (with its chain) of the TLS listeners; reloaded on SIGHUP."`
+	TLSKey        string `name:"tls-key" yaml:"tls-key" default:"" help:"PEM private key of tls-cert; reloaded on SIGHUP."`
+	TLSCA         string `name:"tls-ca" yaml:"tls-ca" default:"" help:"PEM CA certificates that client certificates are verified against (mTLS); reloaded on SIGHUP."`
+	TLSClientAuth string `name:"tls-client-auth" yaml:"tls-client-auth" default:"none" enum:"none,request,require" help:"Client certificates on the MQTT TLS listeners: none, request (verified when given) or require."`
+	TLSIdentity   string `name:"tls-identity" yaml:"tls-identity" default:"none" enum:"none,cn,san" help:"Identify clients by their verified certificate: none, cn (subject common name) or san (first DNS name, else e-mail, else URI)."`
+	AdminTLS      bool   `name:"admin-tls" yaml:"admin-tls" default:"false" help:"Serve the admin API over TLS with tls-cert and tls-key."`
+
+	AllowAnonymous string        `name:"allow-anonymous" yaml:"allow-anonymous" default:"auto" enum:"auto,true,false" help:"Accept clients with no user name or certificate identity: auto accepts them only when every client listener is on loopback."`
+	PasswordFile   string        `name:"password-file" yaml:"password-file" default:"" help:"File of user:bcrypt-hash lines (write it with sextant passwd); reloaded on SIGHUP."`
+	ACLFile        string        `name:"acl-file" yaml:"acl-file" default:"" help:"YAML access control list (docs/security.md); once set, access is denied unless a rule allows it. Reloaded on SIGHUP."`
+	AuthFailDelay  time.Duration `name:"auth-fail-delay" yaml:"auth-fail-delay" default:"1s" help:"How long a CONNECT that failed authentication waits before its refusal is sent."`
+
+	AdminToken     string `name:"admin-token" yaml:"admin-token" default:"" help:"Bearer token of the admin API's admin scope (every endpoint); needed when admin-addr is not on loopback, unless admin-token-file is set."`
+	AdminTokenFile string `name:"admin-token-file" yaml:"admin-token-file" default:"" help:"File holding the admin-scope token, instead of admin-token; reloaded on SIGHUP."`
+	AdminReadToken string `name:"admin-read-token" yaml:"admin-read-token" default:"" help:"Bearer token of the admin API's read scope (GET endpoints and /metrics)."`
 
 	LogLevel  string `name:"log-level" yaml:"log-level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
 	LogFormat string `name:"log-format" yaml:"log-format" default:"text" enum:"text,json" help:"Log format: text or json."`
@@ -36,6 +54,8 @@ type Config struct {
 	FsyncInterval time.Duration `name:"fsync-interval" yaml:"fsync-interval" default:"100ms" help:"How often written data is fsynced with --fsync=batch."`
 
 	MaxConnections    int           `name:"max-connections" yaml:"max-connections" default:"10000" help:"Most simultaneous client connections; further CONNECTs are refused with Server Busy."`
+	MaxConnsPerIP     int           `name:"max-connections-per-ip" yaml:"max-connections-per-ip" default:"1000" help:"Most simultaneous connections from one IP address (IPv6: one /64); more are closed when accepted (0: unlimited)."`
+	ConnectRatePerIP  int           `name:"connect-rate-per-ip" yaml:"connect-rate-per-ip" default:"100" help:"New connections per second from one IP address (IPv6: one /64), in bursts of up to as many; beyond it CONNECT is refused with 0x9F (0: unlimited)."`
 	ConnectTimeout    time.Duration `name:"connect-timeout" yaml:"connect-timeout" default:"10s" help:"A connection that has not sent CONNECT by then is closed."`
 	MaxPacketSize     uint32        `name:"max-packet-size" yaml:"max-packet-size" default:"1048576" help:"Largest MQTT packet accepted, in bytes (whole packet)."`
 	MaxKeepAlive      uint16        `name:"max-keepalive" yaml:"max-keepalive" default:"65535" help:"Largest keep alive granted, in seconds; MQTT 5 clients asking for more (or for none) get Server Keep Alive."`
@@ -44,6 +64,9 @@ type Config struct {
 	MaxQueuedMessages int           `name:"max-queued-messages" yaml:"max-queued-messages" default:"10000" help:"Messages queued per session beyond the in-flight window; when full, the oldest QoS 0 message is dropped first."`
 	MaxStoredMessages int           `name:"max-stored-messages" yaml:"max-stored-messages" default:"100000" help:"Messages kept on disk per persistent session beyond the in-memory queue; past it new messages are dropped and counted."`
 	MaxSubscriptions  int           `name:"max-subscriptions" yaml:"max-subscriptions" default:"1000" help:"Subscriptions per client (0: unlimited)."`
+	PublishRate       int           `name:"publish-rate" yaml:"publish-rate" default:"10000" help:"PUBLISH packets per second one client may send, in bursts of up to as many (0: unlimited)."`
+	PublishBytes      int           `name:"publish-bytes" yaml:"publish-bytes" default:"16777216" help:"Topic and payload bytes per second one client may publish, in bursts of up to as many or one largest packet (0: unlimited)."`
+	PublishLimit      string        `name:"publish-limit-action" yaml:"publish-limit-action" default:"pause" enum:"pause,disconnect" help:"A client over publish-rate or publish-bytes: pause (stop reading from it until it is back under) or disconnect (MQTT 5: DISCONNECT 0x96, or 0x97 for bytes)."`
 	MaxTopicLength    int           `name:"max-topic-length" yaml:"max-topic-length" default:"65535" help:"Longest topic name or filter, in bytes."`
 	MaxTopicLevels    int           `name:"max-topic-levels" yaml:"max-topic-levels" default:"128" help:"Most levels in a topic name or filter."`
 	MaxClientIDLength int           `name:"max-client-id-length" yaml:"max-client-id-length" default:"256" help:"Longest client identifier accepted, in bytes."`
@@ -63,7 +86,7 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data-dir", "must not be empty")
 	}
-	for _, a := range []struct{ name, v string }{{"mqtt-addr", c.MQTTAddr}, {"ws-addr", c.WSAddr}, {"admin-addr", c.AdminAddr}} {
+	for _, a := range []struct{ name, v string }{{"mqtt-addr", c.MQTTAddr}, {"ws-addr", c.WSAddr}, {"mqtts-addr", c.MQTTSAddr}, {"wss-addr", c.WSSAddr}, {"admin-addr", c.AdminAddr}} {
 		if a.v == "" {
 			continue
 		}
@@ -71,8 +94,8 @@ func (c *Config) Validate() error {
 			bad(a.name, "%q is not HOST:PORT", a.v)
 		}
 	}
-	if c.MQTTAddr == "" && c.WSAddr == "" {
-		bad("mqtt-addr", "no client listener: set mqtt-addr or ws-addr")
+	if len(c.ClientListeners()) == 0 {
+		bad("mqtt-addr", "no client listener: set mqtt-addr, ws-addr, mqtts-addr or wss-addr")
 	}
 	oneOf := func(field, v string, allowed ...string) {
 		for _, a := range allowed {
@@ -87,6 +110,11 @@ func (c *Config) Validate() error {
 	oneOf("fsync", c.Fsync, "always", "batch", "never")
 	oneOf("tier", c.Tier, "edge", "core")
 	oneOf("cluster-timing", c.ClusterTiming, "lan", "wan")
+	oneOf("tls-client-auth", c.TLSClientAuth, "none", "request", "require")
+	oneOf("tls-identity", c.TLSIdentity, "none", "cn", "san")
+	oneOf("allow-anonymous", c.AllowAnonymous, "auto", "true", "false")
+	oneOf("publish-limit-action", c.PublishLimit, "pause", "disconnect")
+	c.validateSecurity(bad)
 	if c.ClusterAddr != "" {
 		if host, port, err := net.SplitHostPort(c.ClusterAddr); err != nil || port == "" || port == "0" || net.ParseIP(host) == nil {
 			bad("cluster-addr", "%q is not IP:PORT with a fixed port (other nodes dial it)", c.ClusterAddr)
@@ -124,8 +152,13 @@ func (c *Config) Validate() error {
 	positive("max-client-id-length", c.MaxClientIDLength)
 	positive("receive-maximum", int(c.ReceiveMaximum))
 	positive("max-inflight", int(c.MaxInflight))
-	if c.MaxSubscriptions < 0 {
-		bad("max-subscriptions", "must not be negative")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-subscriptions", c.MaxSubscriptions}, {"max-connections-per-ip", c.MaxConnsPerIP}, {"connect-rate-per-ip", c.ConnectRatePerIP}, {"publish-rate", c.PublishRate}, {"publish-bytes", c.PublishBytes}} {
+		if f.v < 0 {
+			bad(f.name, "must not be negative (0: unlimited)")
+		}
 	}
 	if c.MaxTopicLength > 65535 {
 		bad("max-topic-length", "MQTT strings are at most 65535 bytes")
@@ -145,7 +178,7 @@ func (c *Config) Validate() error {
 	if c.WriteTimeout <= 0 {
 		bad("write-timeout", "must be positive")
 	}
-	if c.MaxSessionExpiry < 0 || c.SysInterval < 0 || c.FsyncInterval < 0 {
+	if c.MaxSessionExpiry < 0 || c.SysInterval < 0 || c.FsyncInterval < 0 || c.AuthFailDelay < 0 {
 		bad("durations", "must not be negative")
 	}
 	return errors.Join(errs...)

@@ -5,7 +5,8 @@
 // Validate() checks a whole config; Load reads a YAML file strictly (unknown
 // keys are errors).
 //
-// The package does no I/O other than reading the file handed to Load, and
-// nothing here is reloaded at run time yet: a config is built once, validated
-// and handed to internal/node.
+// The package does no I/O other than reading the file handed to Load. A
+// config is built once, validated and handed to internal/node; it does not
+// change at run time, but the files it names for TLS, passwords, the ACL and
+// the admin token are read again when the node reloads (SIGHUP).
 package config

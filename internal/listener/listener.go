@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -27,12 +28,23 @@ type HandlerFunc func(net.Conn)
 
 func (f HandlerFunc) ServeConn(c net.Conn) { f(c) }
 
+// Options are a listener's optional layers.
+type Options struct {
+	// TLS, if set, makes the listener serve TLS (MQTT over TLS, or secure
+	// WebSocket). Use Certificates.MQTTConfig to follow reloads.
+	TLS *tls.Config
+	// Limiter, if set, applies per-address limits to accepted connections;
+	// share one between listeners to count an address across all of them.
+	Limiter *IPLimiter
+}
+
 // Server is one running listener.
 type Server struct {
 	ln   net.Listener
 	h    Handler
 	log  *slog.Logger
 	kind string
+	tls  *tls.Config
 	http *http.Server // WebSocket only
 
 	conns sync.WaitGroup // connection goroutines
@@ -43,26 +55,55 @@ type Server struct {
 	}
 }
 
-// ServeTCP accepts MQTT connections on ln until Close.
-func ServeTCP(ln net.Listener, h Handler, log *slog.Logger) *Server {
-	s := &Server{ln: ln, h: h, log: log.With("listener", "tcp", "addr", ln.Addr().String()), kind: "tcp"}
+func wrap(ln net.Listener, opts Options) net.Listener {
+	if opts.Limiter != nil {
+		ln = limitListener{Listener: ln, l: opts.Limiter}
+	}
+	return ln
+}
+
+// ServeTCP accepts MQTT connections on ln until Close: plain TCP, or TLS
+// when opts.TLS is set (the handshake runs on the connection's first read,
+// under the session's CONNECT timeout).
+func ServeTCP(ln net.Listener, h Handler, log *slog.Logger, opts Options) *Server {
+	kind := "tcp"
+	if opts.TLS != nil {
+		kind = "tls"
+	}
+	s := &Server{ln: wrap(ln, opts), h: h, log: log.With("listener", kind, "addr", ln.Addr().String()), kind: kind, tls: opts.TLS}
 	s.loop.Add(1)
 	go s.acceptLoop()
 	return s
 }
 
+// connKey carries the accepted net.Conn into a WebSocket request's context.
+type connKey struct{}
+
 // ServeWebSocket accepts MQTT-over-WebSocket connections on ln at path /mqtt
-// until Close. Clients should offer the "mqtt" subprotocol; clients that
-// offer none are accepted too, as many browser libraries omit it.
-func ServeWebSocket(ln net.Listener, h Handler, log *slog.Logger) *Server {
-	s := &Server{ln: ln, h: h, log: log.With("listener", "ws", "addr", ln.Addr().String()), kind: "ws"}
+// until Close, over TLS (wss://) when opts.TLS is set. Clients should offer
+// the "mqtt" subprotocol; clients that offer none are accepted too, as many
+// browser libraries omit it.
+func ServeWebSocket(ln net.Listener, h Handler, log *slog.Logger, opts Options) *Server {
+	kind := "ws"
+	if opts.TLS != nil {
+		kind = "wss"
+	}
+	inner := wrap(ln, opts)
+	s := &Server{ln: inner, h: h, log: log.With("listener", kind, "addr", ln.Addr().String()), kind: kind, tls: opts.TLS}
+	if opts.TLS != nil {
+		inner = tls.NewListener(inner, opts.TLS)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mqtt", s.serveWS)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	s.http = &http.Server{
+		Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
 	s.loop.Add(1)
 	go func() {
 		defer s.loop.Done()
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(inner); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("websocket listener stopped", "err", err)
 		}
 	}()
@@ -94,8 +135,9 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
+		setNoDelay(c)
+		if s.tls != nil {
+			c = tls.Server(c, s.tls)
 		}
 		s.conns.Add(1)
 		go func() {
@@ -118,16 +160,41 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.conns.Add(1)
 	defer s.conns.Done()
 	nc := websocket.NetConn(context.Background(), wc, websocket.MessageBinary)
-	s.h.ServeConn(wsConn{Conn: nc, remote: remoteAddr(r.RemoteAddr)})
+	wsc := &wsConn{Conn: nc, remote: remoteAddr(r.RemoteAddr), tls: r.TLS}
+	if under, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		wsc.under = under
+	}
+	s.h.ServeConn(wsc)
 }
 
-// wsConn reports the client's address instead of the WebSocket library's placeholder.
+// wsConn is an MQTT connection carried by a WebSocket. It reports the
+// client's address instead of the WebSocket library's placeholder, the TLS
+// state of a wss:// connection, and (NetConn) the accepted connection.
 type wsConn struct {
 	net.Conn
 	remote net.Addr
+	tls    *tls.ConnectionState // nil: plain ws://
+	under  net.Conn             // the connection the HTTP server accepted
 }
 
-func (c wsConn) RemoteAddr() net.Addr { return c.remote }
+func (c *wsConn) RemoteAddr() net.Addr { return c.remote }
+
+// ConnectionState is the TLS state of a wss:// connection (zero for ws://).
+func (c *wsConn) ConnectionState() tls.ConnectionState {
+	if c.tls == nil {
+		return tls.ConnectionState{}
+	}
+	return *c.tls
+}
+
+// NetConn returns the connection the HTTP server accepted (TLS or TCP),
+// for callers that look for a layer underneath, or the WebSocket stream.
+func (c *wsConn) NetConn() net.Conn {
+	if c.under != nil {
+		return c.under
+	}
+	return c.Conn
+}
 
 func remoteAddr(s string) net.Addr {
 	if a, err := net.ResolveTCPAddr("tcp", s); err == nil {

@@ -22,7 +22,7 @@ func TestTCPServesAndCloseWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := ServeTCP(ln, echo(), slog.New(slog.DiscardHandler))
+	s := ServeTCP(ln, echo(), slog.New(slog.DiscardHandler), Options{})
 	c, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestWebSocketNegotiatesMQTTSubprotocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := ServeWebSocket(ln, echo(), slog.New(slog.DiscardHandler))
+	s := ServeWebSocket(ln, echo(), slog.New(slog.DiscardHandler), Options{})
 	defer s.Close()
 	ctx := context.Background()
 	wc, resp, err := websocket.Dial(ctx, "ws://"+s.Addr().String()+"/mqtt", &websocket.DialOptions{Subprotocols: []string{"mqtt"}})

@@ -17,6 +17,15 @@ const (
 	DropNoSubscribers = "no_subscribers" // published where nobody listens
 )
 
+// Abuse limits, the values of the limit label of sextant_limits_hit_total.
+const (
+	LimitConnsPerIP    = "connections_per_ip" // a connection closed at accept: its address had too many
+	LimitConnectRate   = "connect_rate"       // a CONNECT refused with 0x9F
+	LimitPublishRate   = "publish_rate"       // a client paused or disconnected for publishing too many messages
+	LimitPublishBytes  = "publish_bytes"      // a client paused or disconnected for publishing too many bytes
+	LimitAuthFailDelay = "auth_fail_delay"    // a refusal held back after failed authentication
+)
+
 // Broker is the metric set of one node's MQTT broker.
 type Broker struct {
 	Registry *prometheus.Registry
@@ -42,6 +51,8 @@ type Broker struct {
 	SlowConsumers    prometheus.Counter
 	Panics           prometheus.Counter
 	ProtocolErrors   *prometheus.CounterVec // by reason code name
+	LimitsHit        *prometheus.CounterVec // by limit (the Limit* constants)
+	AccessDenied     *prometheus.CounterVec // by action: publish, subscribe, receive, will
 
 	StoreCommitSeconds prometheus.Histogram
 	StoreSyncSeconds   prometheus.Histogram
@@ -72,6 +83,8 @@ func NewBroker() *Broker {
 		SlowConsumers:      f.counter("sextant_slow_consumers_total", "Subscribers that could not keep up past the slow-consumer timeout."),
 		Panics:             f.counter("sextant_panics_total", "Panics recovered in connection handlers (each one is a bug)."),
 		ProtocolErrors:     f.counterVec("sextant_protocol_errors_total", "Connections closed for bad input, by reason.", "reason"),
+		LimitsHit:          f.counterVec("sextant_limits_hit_total", "Times an abuse limit refused, paused or disconnected a client, by limit.", "limit"),
+		AccessDenied:       f.counterVec("sextant_access_denied_total", "Operations refused by access control, by action.", "action"),
 		StoreCommitSeconds: f.histogram("sextant_store_commit_seconds", "Store transaction write time.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
 		StoreSyncSeconds:   f.histogram("sextant_store_sync_seconds", "Store fsync time.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
 		StoreBatchOps:      f.histogram("sextant_store_batch_ops", "Operations per store transaction (group commit size).", prometheus.ExponentialBuckets(1, 2, 14)),

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,22 +38,27 @@ type Node struct {
 	version string
 	started time.Time
 
-	metrics *metrics.Broker
-	store   *store.Store
-	broker  *broker.Broker
-	cluster *clusterParts
+	metrics  *metrics.Broker
+	store    *store.Store
+	broker   *broker.Broker
+	cluster  *clusterParts
+	security *security
+	reloadMu sync.Mutex // one Reload at a time
 
 	mu struct {
 		sync.Mutex
-		mqtt, ws     *listener.Server
-		mqttLn, wsLn net.Listener // bound, served by mqtt and ws once Start is done
-		admin        *http.Server
-		adminLn      net.Listener
-		bound        []net.Listener
-		ready        bool
-		shutdown     bool
+		listeners map[string]*listener.Server // by kind: mqtt, ws, mqtts, wss
+		bound     map[string]net.Listener     // by kind, admin included: bound in Start before serving
+		admin     *http.Server
+		adminAPI  *adminapi.Server
+		adminLn   net.Listener
+		ready     bool
+		shutdown  bool
 	}
 }
+
+// clientListenerKinds are the kinds of MQTT listener, in start order.
+var clientListenerKinds = []string{"mqtt", "ws", "mqtts", "wss"}
 
 // New validates cfg, opens the node's store and loads its state. It does not
 // listen yet: see Start.
@@ -74,10 +80,16 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		cfg.NodeID = h
 	}
 	n := &Node{cfg: cfg, log: opts.Log, clock: opts.Clock, version: opts.Version, metrics: metrics.NewBroker()}
+	sec, err := newSecurity(cfg, n.clock, n.metrics, n.log)
+	if err != nil {
+		return nil, err
+	}
+	n.security = sec
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	mode, err := store.ParseFsyncMode(cfg.Fsync)
+	var mode store.FsyncMode
+	mode, err = store.ParseFsyncMode(cfg.Fsync)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -87,12 +99,16 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.broker, err = broker.New(broker.Config{
+	bcfg := broker.Config{
 		Limits:         LimitsFrom(cfg),
 		MaxConnections: cfg.MaxConnections,
 		SysInterval:    cfg.SysInterval,
 		Version:        opts.Version,
-	}, n.store, n.clock, n.log, n.metrics)
+	}
+	if sec.auth != nil {
+		bcfg.Auth = sessionAuth{sec.auth}
+	}
+	n.broker, err = broker.New(bcfg, n.store, n.clock, n.log, n.metrics)
 	if err != nil {
 		_ = n.store.Close()
 		return nil, err
@@ -122,6 +138,10 @@ func LimitsFrom(cfg config.Config) session.Limits {
 		ConnectTimeout:    cfg.ConnectTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		SlowConsumer:      cfg.SlowConsumer,
+		AuthFailDelay:     cfg.AuthFailDelay,
+		PublishRate:       cfg.PublishRate,
+		PublishBytes:      cfg.PublishBytes,
+		PublishDisconnect: cfg.PublishLimit == "disconnect",
 	}
 }
 
@@ -144,42 +164,48 @@ func (n *Node) Start() error {
 	// Bind every listener first: membership announces their addresses. The
 	// cluster parts start next, so the broker knows its cluster before the
 	// first client is served and the admin API finds them in place.
-	bind := func(addr, what string) (net.Listener, error) {
-		if addr == "" {
-			return nil, nil
+	n.mu.listeners = map[string]*listener.Server{}
+	n.mu.bound = map[string]net.Listener{}
+	addrs := map[string]string{"mqtt": n.cfg.MQTTAddr, "ws": n.cfg.WSAddr, "mqtts": n.cfg.MQTTSAddr, "wss": n.cfg.WSSAddr, "admin": n.cfg.AdminAddr}
+	for _, kind := range append(clientListenerKinds, "admin") {
+		a := addrs[kind]
+		if a == "" {
+			continue
 		}
-		ln, err := net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", a)
 		if err != nil {
-			return nil, fmt.Errorf("node: %s listener: %w", what, err)
+			return n.startFailed(fmt.Errorf("node: %s listener: %w", kind, err))
 		}
-		n.mu.bound = append(n.mu.bound, ln)
-		return ln, nil
+		n.mu.bound[kind] = ln
 	}
-	mqttLn, err := bind(n.cfg.MQTTAddr, "mqtt")
-	if err != nil {
-		return n.startFailed(err)
-	}
-	wsLn, err := bind(n.cfg.WSAddr, "websocket")
-	if err != nil {
-		return n.startFailed(err)
-	}
-	if n.mu.adminLn, err = bind(n.cfg.AdminAddr, "admin"); err != nil {
-		return n.startFailed(err)
-	}
-	n.mu.mqttLn, n.mu.wsLn = mqttLn, wsLn
+	n.mu.adminLn = n.mu.bound["admin"]
 	if err := n.startCluster(context.Background()); err != nil {
 		return n.startFailed(err)
 	}
-	if mqttLn != nil {
-		n.mu.mqtt = listener.ServeTCP(mqttLn, n.broker, n.log)
-	}
-	if wsLn != nil {
-		n.mu.ws = listener.ServeWebSocket(wsLn, n.broker, n.log)
+	for _, kind := range clientListenerKinds {
+		ln := n.mu.bound[kind]
+		if ln == nil {
+			continue
+		}
+		opts := listener.Options{Limiter: n.security.limiter}
+		if kind == "mqtts" || kind == "wss" {
+			opts.TLS = n.security.certs.MQTTConfig()
+		}
+		if kind == "mqtt" || kind == "mqtts" {
+			n.mu.listeners[kind] = listener.ServeTCP(ln, n.broker, n.log, opts)
+		} else {
+			n.mu.listeners[kind] = listener.ServeWebSocket(ln, n.broker, n.log, opts)
+		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
 		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
-		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+		api.SetTokens(n.security.adminToken, n.security.readToken)
+		n.mu.adminAPI = api
+		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 		srv := n.mu.admin
+		if n.cfg.AdminTLS {
+			ln = tls.NewListener(ln, n.security.certs.AdminConfig())
+		}
 		go func() {
 			if serr := srv.Serve(ln); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 				n.log.Error("admin listener stopped", "err", serr)
@@ -188,15 +214,14 @@ func (n *Node) Start() error {
 	}
 	n.mu.ready = true
 	n.log.Info("sextant node serving", "node", n.cfg.NodeID, "mqtt", n.addrLocked("mqtt"), "ws", n.addrLocked("ws"),
-		"admin", n.addrLocked("admin"), "cluster", n.cfg.ClusterAddr, "data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
+		"mqtts", n.addrLocked("mqtts"), "wss", n.addrLocked("wss"), "admin", n.addrLocked("admin"),
+		"cluster", n.cfg.ClusterAddr, "data", n.cfg.DataDir, "fsync", n.cfg.Fsync)
 	return nil
 }
 
 func (n *Node) startFailed(err error) error {
-	for _, l := range []*listener.Server{n.mu.mqtt, n.mu.ws} {
-		if l != nil {
-			_ = l.Close()
-		}
+	for _, l := range n.mu.listeners {
+		_ = l.Close()
 	}
 	for _, ln := range n.mu.bound {
 		_ = ln.Close()
@@ -216,19 +241,8 @@ func (n *Node) Addr(kind string) string {
 }
 
 func (n *Node) addrLocked(kind string) string {
-	switch kind {
-	case "mqtt":
-		if n.mu.mqttLn != nil {
-			return n.mu.mqttLn.Addr().String()
-		}
-	case "ws":
-		if n.mu.wsLn != nil {
-			return n.mu.wsLn.Addr().String()
-		}
-	case "admin":
-		if n.mu.adminLn != nil {
-			return n.mu.adminLn.Addr().String()
-		}
+	if ln := n.mu.bound[kind]; ln != nil {
+		return ln.Addr().String()
 	}
 	return ""
 }
@@ -244,7 +258,7 @@ func (n *Node) Status() adminapi.Status {
 	st := n.broker.Stats()
 	n.mu.Lock()
 	listeners := map[string]string{}
-	for _, k := range []string{"mqtt", "ws", "admin"} {
+	for _, k := range append(clientListenerKinds, "admin") {
 		if a := n.addrLocked(k); a != "" {
 			listeners[k] = a
 		}
@@ -284,20 +298,22 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	n.mu.shutdown = true
-	mqtt, ws, admin := n.mu.mqtt, n.mu.ws, n.mu.admin
+	var ls []*listener.Server
+	for _, kind := range clientListenerKinds {
+		if l := n.mu.listeners[kind]; l != nil {
+			ls = append(ls, l)
+		}
+	}
+	admin := n.mu.admin
 	n.mu.Unlock()
 	var errs []error
-	for _, l := range []*listener.Server{mqtt, ws} {
-		if l != nil {
-			errs = append(errs, l.Close())
-		}
+	for _, l := range ls {
+		errs = append(errs, l.Close())
 	}
 	n.leaveCluster()
 	errs = append(errs, n.broker.Close(ctx))
-	for _, l := range []*listener.Server{mqtt, ws} {
-		if l != nil {
-			errs = append(errs, l.Wait(ctx))
-		}
+	for _, l := range ls {
+		errs = append(errs, l.Wait(ctx))
 	}
 	if n.cluster != nil {
 		errs = append(errs, n.closeCluster())
@@ -308,4 +324,31 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.log.Info("sextant node stopped", "node", n.cfg.NodeID)
 	return errors.Join(errs...)
+}
+
+// Reload reads the TLS certificate, key and CA, the password file, the ACL
+// and the admin token file again (SIGHUP). Connections are not dropped:
+// established TLS sessions keep their certificate, new handshakes get the
+// new one; sessions follow the new ACL on their next check. A file that
+// fails to load leaves its predecessor in use, and the error says which.
+func (n *Node) Reload() error {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	err := n.security.reload()
+	n.mu.Lock()
+	api := n.mu.adminAPI
+	n.mu.Unlock()
+	if api != nil {
+		api.SetTokens(n.security.adminToken, n.security.readToken)
+	}
+	if err != nil {
+		n.log.Error("reload: keeping the previous version of what failed", "err", err)
+		return err
+	}
+	attrs := []any{"password_file", n.cfg.PasswordFile, "acl_file", n.cfg.ACLFile}
+	if n.security.certs != nil {
+		attrs = append(attrs, "tls_cert", n.cfg.TLSCert, "tls_cert_expires", n.security.certs.NotAfter())
+	}
+	n.log.Info("reloaded certificates and access files", attrs...)
+	return nil
 }

@@ -33,11 +33,15 @@ type Conn struct {
 	clientMaxPacket uint32 // 0: no limit
 	clientAliasMax  uint16
 	problemInfo     bool
+	id              Identity // who the client authenticated as
 	s               *Session
 
 	// Reader-owned.
 	aliasIn      []string
 	readDeadline time.Time // when the read deadline was last pushed forward
+	limited      bool      // a publish rate or bytes limit applies
+	pubMsgs      bucket
+	pubBytes     bucket
 
 	// Writer-owned (one writer runs at a time).
 	writeDeadline time.Time // when the write deadline was last set
@@ -305,6 +309,9 @@ func (c *Conn) handshake(cp *packet.Connect) bool {
 			return refuse(packet.BadAuthenticationMethod, "enhanced authentication is not supported")
 		}
 	}
+	if connectRateExceeded(c.nc) {
+		return refuse(packet.ConnectionRateExceeded, "too many connections from this address")
+	}
 	if len(cp.ClientID) > lim.MaxClientIDLength {
 		return refuse(packet.ClientIdentifierNotValid, "client identifier too long")
 	}
@@ -323,6 +330,16 @@ func (c *Conn) handshake(cp *packet.Connect) bool {
 		if cp.WillProps.Has(packet.PropPayloadFormat) && cp.WillProps.PayloadFormat == 1 && !utf8.Valid(cp.WillPayload) {
 			return refuse(packet.PayloadFormatInvalid, "will payload is not valid UTF-8")
 		}
+	}
+
+	if !c.authenticate(cp, refuse) {
+		return false
+	}
+	if lim.PublishRate > 0 || lim.PublishBytes > 0 {
+		now := c.env.Clock.Now()
+		c.limited = true
+		c.pubMsgs = newBucket(float64(lim.PublishRate), float64(lim.PublishRate), now)
+		c.pubBytes = newBucket(float64(lim.PublishBytes), float64(max(uint32(lim.PublishBytes), lim.MaxPacketSize)), now)
 	}
 
 	// Keep alive: MQTT 5 clients get Server Keep Alive when they ask for more

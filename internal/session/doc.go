@@ -15,6 +15,14 @@
 // Session.mu, and the broker never holds its own locks while calling into a
 // session in a way that could call back (see docs/design/broker.md).
 //
+// Security: a Conn asks Env.Auth (an Authenticator, nil for none) who the
+// client is at CONNECT, after a listener's connection-rate mark (CONNACK
+// 0x9F) and before Hub.Attach; refusals wait Limits.AuthFailDelay. The
+// Authorizer it gets back (nil: no access control, $SYS/ closed) decides
+// PUBLISH, SUBSCRIBE and each delivery as it leaves the queue. The reader
+// applies the per-client publish rate and bytes limits on Env.Clock, pausing
+// itself or disconnecting.
+//
 // It must not touch the subscription index, retained messages or other
 // sessions: those belong to the broker.
 package session

@@ -24,7 +24,9 @@ func (h *panicHub) Attach(c *session.Conn, p *packet.Connect) (*session.Session,
 	s.Bind(c)
 	return s, false, packet.Success, ""
 }
-func (h *panicHub) Publish(*session.Session, *message.Message, session.Acker) { panic("bug in publish") }
+func (h *panicHub) Publish(*session.Session, *message.Message, session.Acker) {
+	panic("bug in publish")
+}
 func (h *panicHub) Subscribe(_ *session.Session, r []session.SubRequest, done func([]packet.ReasonCode)) {
 	done(make([]packet.ReasonCode, len(r)))
 }

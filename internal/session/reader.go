@@ -76,6 +76,7 @@ func (c *Conn) step() bool {
 type handlerError struct {
 	code   packet.ReasonCode
 	reason string
+	limit  bool // an abuse limit, not a protocol violation
 }
 
 func (e *handlerError) Error() string { return e.reason }
@@ -113,8 +114,10 @@ func (c *Conn) closeWithError(err error) {
 	} else {
 		code = packet.CodeOf(err)
 	}
-	c.env.Metrics.ProtocolErrors.WithLabelValues(code.String()).Inc()
-	c.logger().Debug("closing connection on protocol violation", "code", code, "reason", reason)
+	if he == nil || !he.limit {
+		c.env.Metrics.ProtocolErrors.WithLabelValues(code.String()).Inc()
+		c.logger().Debug("closing connection on protocol violation", "code", code, "reason", reason)
+	}
 	c.sendFinal(code, reason)
 }
 
@@ -292,6 +295,11 @@ func (c *Conn) complete(sl *respSlot) {
 func (c *Conn) onPublish(p *packet.Publish) error {
 	s, lim := c.s, &c.env.Limits
 	v5 := c.version == packet.V5
+	if c.limited {
+		if err := c.throttle(len(p.Topic) + len(p.Payload)); err != nil {
+			return err
+		}
+	}
 	name := p.Topic
 	if v5 && p.Props.Has(packet.PropTopicAlias) {
 		a := p.Props.TopicAlias
@@ -325,6 +333,10 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 		if v5 {
 			return &handlerError{code: packet.PayloadFormatInvalid, reason: "payload is not valid UTF-8"}
 		}
+	}
+	if !mayPublish(c.id.Rights, name) {
+		c.refusePublish(p, name)
+		return nil
 	}
 	now := c.env.Clock.Now()
 	c.env.Metrics.MessagesIn[p.QoS].Inc()
@@ -395,6 +407,23 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 		c.env.Hub.Publish(s, m, sl)
 	}
 	return nil
+}
+
+// refusePublish answers a PUBLISH that access control refused: MQTT 5
+// PUBACK/PUBREC 0x87; in 3.1.1, which cannot say so, the message is
+// acknowledged as usual and dropped (MQTT 3.1.1 section 3.3.5). QoS 0 is
+// dropped silently in both.
+func (c *Conn) refusePublish(p *packet.Publish, name string) {
+	c.env.Metrics.AccessDenied.WithLabelValues(deniedPublish).Inc()
+	c.logger().Debug("publish not authorized", "topic", name)
+	if p.QoS == 0 {
+		return
+	}
+	code := packet.NotAuthorized
+	if c.version != packet.V5 {
+		code = packet.Success
+	}
+	c.respondAck(p, code)
 }
 
 // completeAck records a completion of a PUBACK/PUBREC slot; the worst code
@@ -568,6 +597,11 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 		_, _, shared, _ := topic.ParseShared(sub.Filter)
 		if shared && sub.NoLocal {
 			return protocolError("no local on a shared subscription")
+		}
+		if !maySubscribe(c.id.Rights, sub.Filter) {
+			c.env.Metrics.AccessDenied.WithLabelValues(deniedSubscribe).Inc()
+			codes[i] = packet.NotAuthorized // 3.1.1: 0x80
+			continue
 		}
 		if lim.MaxSubscriptions > 0 && have+len(reqs) >= lim.MaxSubscriptions {
 			if _, exists := c.s.Subscriptions()[sub.Filter]; !exists {

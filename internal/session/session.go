@@ -34,6 +34,10 @@ type Limits struct {
 	ConnectTimeout    time.Duration
 	WriteTimeout      time.Duration
 	SlowConsumer      time.Duration
+	AuthFailDelay     time.Duration // before a refusal for failed authentication
+	PublishRate       int           // PUBLISH packets per second per client (0: unlimited)
+	PublishBytes      int           // topic and payload bytes per second per client (0: unlimited)
+	PublishDisconnect bool          // over a publish limit: disconnect (0x96/0x97) instead of pausing reads
 }
 
 // Persister is what a session needs from the store.
@@ -52,6 +56,7 @@ type Env struct {
 	Store   Persister // nil: nothing is persisted
 	Limits  Limits
 	Hub     Hub
+	Auth    Authenticator // nil: every client is anonymous, with no access control
 }
 
 // SubRequest is one validated subscription request.
@@ -141,6 +146,13 @@ type Session struct {
 		willDelay uint32
 		space     chan struct{} // closed when the queue gains room; nil when nobody waits
 		ended     bool
+
+		// The identity of the latest connection and its rights, used for
+		// the will; identified is false until a connection binds (a
+		// session restored or moved here, not connected since).
+		identified bool
+		user       string
+		rights     Authorizer
 	}
 }
 
@@ -196,6 +208,7 @@ func (s *Session) Bind(c *Conn) {
 	c.s = s
 	c.w.held = true
 	s.mu.conn = c
+	s.mu.identified, s.mu.user, s.mu.rights = true, c.id.User, c.id.Rights
 	s.mu.version = c.version
 	s.mu.ended = false
 	if s.mu.inflight.unacked > 0 {

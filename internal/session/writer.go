@@ -180,6 +180,16 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 			}
 			continue
 		}
+		if c.id.Rights != nil && !c.id.Rights.CanReceive(d.Msg.Topic) {
+			// Queued under another identity (a session resumed by a new
+			// connection, rules reloaded): not for this client.
+			c.env.Metrics.Drop(metrics.DropNotAuthorized, 1)
+			c.env.Metrics.AccessDenied.WithLabelValues(deniedReceive).Inc()
+			if d.seq != 0 {
+				deferOrAdd(ops, d.ticket, func(b *store.Batch) { b.DeleteMessage(s.ID, d.seq) })
+			}
+			continue
+		}
 		if d.QoS == 0 {
 			items = append(items, outItem{d: d, isPub: true})
 			continue

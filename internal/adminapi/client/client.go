@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,18 +21,40 @@ import (
 
 // Client talks to one node's admin API.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base     string
+	token    string
+	http     *http.Client
+	explicit bool // base named its scheme
 }
 
-// New returns a client for the admin API at base ("http://host:port" or
-// "host:port"). token, if set, is sent as a bearer token.
-func New(base, token string) *Client {
-	if !strings.Contains(base, "://") {
+// Option adjusts a Client.
+type Option func(*Client)
+
+// WithTLS makes the client speak HTTPS with cfg (for example a RootCAs pool
+// holding the CA of a node's self-signed certificate); a base address
+// without a scheme then means https://.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *Client) {
+		c.http.Transport = &http.Transport{TLSClientConfig: cfg}
+		if strings.HasPrefix(c.base, "http://") && !c.explicit {
+			c.base = "https://" + strings.TrimPrefix(c.base, "http://")
+		}
+	}
+}
+
+// New returns a client for the admin API at base ("http://host:port",
+// "https://host:port" or "host:port"). token, if set, is sent as a bearer
+// token.
+func New(base, token string, opts ...Option) *Client {
+	explicit := strings.Contains(base, "://")
+	if !explicit {
 		base = "http://" + base
 	}
-	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 15 * time.Second}}
+	c := &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 15 * time.Second}, explicit: explicit}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // APIError is an error response of the API.
