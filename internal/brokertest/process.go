@@ -16,7 +16,7 @@ import (
 // binary's path. Call it once per test: a build takes seconds.
 func BuildSextant(t testing.TB) string {
 	t.Helper()
-	root := moduleRoot(t)
+	root := ModuleRoot(t)
 	bin := filepath.Join(t.TempDir(), "sextant")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sextant")
 	cmd.Dir = root
@@ -26,7 +26,9 @@ func BuildSextant(t testing.TB) string {
 	return bin
 }
 
-func moduleRoot(t testing.TB) string {
+// ModuleRoot returns the directory holding go.mod, above the test's
+// working directory.
+func ModuleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {

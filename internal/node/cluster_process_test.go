@@ -83,7 +83,7 @@ func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
 	data := t.TempDir()
 	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
 
-	script := exec.Command("bash", filepath.Join(moduleRoot(t), "scripts", "three-nodes.sh"))
+	script := exec.Command("bash", filepath.Join(brokertest.ModuleRoot(t), "scripts", "three-nodes.sh"))
 	script.Env = append(os.Environ(), "SEXTANT="+bin, "DATA="+data, "MQTT_PORT="+mqttPort,
 		"CLUSTER_PORT="+clusterPort, "ADMIN_PORT="+adminPort, "LOG_LEVEL=warn")
 	script.Stdout, script.Stderr = io.Discard, io.Discard
@@ -215,21 +215,4 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("%s: %s", url, res.Status)
 	}
 	return json.NewDecoder(res.Body).Decode(v)
-}
-
-func moduleRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
 }
