@@ -143,13 +143,10 @@ func contains(xs []string, s string) bool {
 // is newer (by Stamp, then Origin) than the one held; it reports whether it
 // was applied.
 func (b *Broker) ApplyRetained(m *message.Message) bool {
-	if cur := b.retained.Get(m.Topic); cur != nil && !newer(m, cur) {
-		return false
-	}
 	var ps session.Persist
-	b.retain(m, &ps)
+	applied := b.retainIf(m, &ps, func(cur *message.Message) bool { return !newer(m, cur) })
 	b.commitPersist(&ps)
-	return true
+	return applied
 }
 
 func newer(a, b *message.Message) bool {

@@ -235,19 +235,33 @@ func (b *Broker) redistributeShared(s *session.Session) {
 // deletes it) and adds the durable write to bt. $SYS topics are rebuilt at
 // start-up and are not persisted.
 func (b *Broker) retain(m *message.Message, ps *session.Persist) {
-	persist := b.store != nil && !isSys(m.Topic)
-	if len(m.Payload) == 0 {
-		b.retained.Delete(m.Topic)
-		if persist {
+	b.retainIf(m, ps, nil)
+}
+
+// retainIf applies a retained update unless keep says the message held now
+// wins (nil: always apply), and adds the durable write to ps. It reports
+// whether the update was applied. Updates stamped by the cluster are always
+// ordered by their stamps, so a local update cannot overwrite a newer one
+// another node made a moment earlier.
+func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur *message.Message) bool) bool {
+	if keep == nil && m.Stamp != 0 {
+		keep = func(cur *message.Message) bool { return !newer(m, cur) }
+	}
+	if keep == nil {
+		keep = func(*message.Message) bool { return false }
+	}
+	if !b.retained.SetIf(m, keep) {
+		return false
+	}
+	if b.store != nil && !isSys(m.Topic) {
+		if len(m.Payload) == 0 {
 			ps.Add().DeleteRetained(m.Topic)
-		}
-	} else {
-		b.retained.Set(m)
-		if persist {
+		} else {
 			ps.Add().PutRetained(m)
 		}
 	}
 	b.metrics.RetainedMessages.Set(float64(b.retained.Len()))
+	return true
 }
 
 func isSys(t string) bool { return strings.HasPrefix(t, "$SYS/") }

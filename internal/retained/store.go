@@ -54,6 +54,35 @@ func (s *Store) Set(m *message.Message) (replaced bool) {
 	return replaced
 }
 
+// SetIf sets (or, with an empty payload, deletes) m's topic only if the
+// message currently held there is nil or keep(current) is false, in one
+// step under the lock: concurrent updates ordered by a caller's rule (a
+// cluster's last-writer-wins stamps) cannot interleave between the check and
+// the write. It reports whether m was applied.
+func (s *Store) SetIf(m *message.Message, keep func(current *message.Message) bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cur *message.Message
+	if n := s.find(m.Topic); n != nil {
+		cur = n.msg
+	}
+	if cur != nil && keep(cur) {
+		return false
+	}
+	if len(m.Payload) == 0 {
+		if cur != nil {
+			s.deleteLocked(m.Topic)
+		}
+		return true
+	}
+	n := s.insert(m.Topic)
+	if n.msg == nil {
+		s.mu.n++
+	}
+	n.msg = m
+	return true
+}
+
 // Get returns the retained message for the topic name, or nil.
 func (s *Store) Get(topic string) *message.Message {
 	s.mu.RLock()
@@ -69,6 +98,10 @@ func (s *Store) Get(topic string) *message.Message {
 func (s *Store) Delete(topic string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deleteLocked(topic)
+}
+
+func (s *Store) deleteLocked(topic string) bool {
 	n := s.find(topic)
 	if n == nil || n.msg == nil {
 		return false

@@ -294,3 +294,28 @@ func runDifferential(t *testing.T, seed uint64) {
 		t.Fatalf("after deleting everything: Len %d, nodes %d", s.Len(), s.mu.nodes)
 	}
 }
+
+func TestSetIfOrdersUpdates(t *testing.T) {
+	var s Store
+	newer := func(m *message.Message) func(*message.Message) bool {
+		return func(cur *message.Message) bool { return cur.Stamp >= m.Stamp }
+	}
+	m2 := &message.Message{Topic: "a/b", Payload: []byte("2"), Stamp: 2}
+	m1 := &message.Message{Topic: "a/b", Payload: []byte("1"), Stamp: 1}
+	if !s.SetIf(m2, newer(m2)) {
+		t.Fatal("first update not applied")
+	}
+	if s.SetIf(m1, newer(m1)) {
+		t.Fatal("an older update overwrote a newer one")
+	}
+	if got := s.Get("a/b"); got != m2 || s.Len() != 1 {
+		t.Fatalf("held %v, len %d", got, s.Len())
+	}
+	del := &message.Message{Topic: "a/b", Stamp: 3}
+	if !s.SetIf(del, newer(del)) || s.Get("a/b") != nil || s.Len() != 0 {
+		t.Fatal("a newer deletion was not applied")
+	}
+	if !s.SetIf(m1, newer(m1)) || s.Len() != 1 {
+		t.Fatal("an update of an empty topic was refused")
+	}
+}
