@@ -23,6 +23,7 @@ type Config struct {
 	Site          string   `name:"site" yaml:"site" default:"default" help:"Site label: the edge site or datacentre of this node."`
 	Zone          string   `name:"zone" yaml:"zone" default:"default" help:"Zone label: the failure domain inside the site."`
 	Tier          string   `name:"tier" yaml:"tier" default:"core" enum:"edge,core" help:"Tier: core nodes vote in the metadata group, edge nodes keep a read copy."`
+	ClusterTLS    bool     `name:"cluster-tls" yaml:"cluster-tls" default:"false" help:"Node-to-node links over mutual TLS with tls-cert, tls-key and tls-ca (every node's certificate signed by that CA)."`
 	ClusterTiming string   `name:"cluster-timing" yaml:"cluster-timing" default:"lan" enum:"lan,wan" help:"Gossip and metadata timeouts: lan (one region) or wan (nodes across continents)."`
 
 	MQTTAddr  string `name:"mqtt-addr" yaml:"mqtt-addr" default:"127.0.0.1:1883" help:"MQTT over TCP listen address (empty disables)."`
@@ -124,6 +125,9 @@ func (c *Config) Validate() error {
 		if _, port, err := net.SplitHostPort(j); err != nil || port == "" {
 			bad("join", "%q is not HOST:PORT", j)
 		}
+	}
+	if c.ClusterTLS && (c.TLSCert == "" || c.TLSKey == "" || c.TLSCA == "") {
+		bad("cluster-tls", "needs tls-cert, tls-key and tls-ca")
 	}
 	if len(c.Join) > 0 && c.ClusterAddr == "" {
 		bad("join", "joining a cluster needs cluster-addr")

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -104,8 +105,14 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	var peerTLS *tls.Config
+	if cfg.ClusterTLS {
+		if peerTLS, err = peer.LoadTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+			return fmt.Errorf("node: cluster-tls: %w", err)
+		}
+	}
 	cp.layer, err = cluster.New(cluster.Config{
-		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn,
+		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn, TLS: peerTLS,
 		Dial: peer.DialTCP, Registerer: n.metrics.Registry, Clock: n.clock,
 		Log: n.log.With("subsystem", "cluster"), Seed: uint64(n.clock.Now().UnixNano()),
 	})
