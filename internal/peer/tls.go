@@ -39,8 +39,8 @@ func TLSConfig(ca *x509.CertPool, cert tls.Certificate) *tls.Config {
 		// VerifyConnection checks the chain for both sides, with any key
 		// usage, so one node certificate serves to accept and to dial.
 		ClientAuth: tls.RequireAnyClientCert,
-		ClientCAs:    ca,
-		RootCAs:      ca,
+		ClientCAs:  ca,
+		RootCAs:    ca,
 		// The chain is verified below against the CA, without a host name.
 		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
 		VerifyConnection: func(cs tls.ConnectionState) error {
