@@ -14,6 +14,10 @@ type ClientInfo struct {
 	RTTSource     string  `json:"rtt_source,omitempty"` // tcp_info or puback
 	Subscriptions int     `json:"subscriptions"`
 	Persistent    bool    `json:"persistent"`
+	// Coordinate is the client's network coordinate for placement: its
+	// access node's Vivaldi coordinate with the client's RTT added to the
+	// height (nodes that run alone have none).
+	Coordinate *Coordinate `json:"coordinate,omitempty"`
 }
 
 // Clients lists connected clients.

@@ -36,3 +36,38 @@ func TestClientRTTFromTCPInfo(t *testing.T) {
 		t.Fatalf("client RTT not measured from TCP_INFO: %+v", cs[0])
 	}
 }
+
+// TestClientCoordinate checks that a clustered node gives each client a
+// coordinate: its own Vivaldi coordinate with the client's RTT in the height.
+func TestClientCoordinate(t *testing.T) {
+	n := brokertest.Start(t, clusterConfig(t, "cc1"))
+	c := n.ConnectV5(&paho.Connect{ClientID: "game-server-3", CleanStart: true, KeepAlive: 30})
+	c.Sub("avatar/#", 0)
+	cs := clientList(t, n)
+	if len(cs) != 1 || cs[0].Coordinate == nil {
+		t.Fatalf("no client coordinate: %+v", cs)
+	}
+	var self *adminapi.Coordinate
+	for _, m := range n.Nodes() {
+		if m.ID == "cc1" {
+			self = m.Coordinate
+		}
+	}
+	if self == nil {
+		t.Fatal("node has no coordinate")
+	}
+	// The RTT is added to the height, in seconds; the vector is the node's.
+	want := self.Height + cs[0].RTTms/1000
+	if d := cs[0].Coordinate.Height - want; d < -1e-6 || d > 1e-3 {
+		t.Fatalf("client height %v, want node height %v + rtt %v ms", cs[0].Coordinate.Height, self.Height, cs[0].RTTms)
+	}
+}
+
+func clientList(t *testing.T, n *brokertest.Node) []adminapi.ClientInfo {
+	t.Helper()
+	var cs []adminapi.ClientInfo
+	if err := getJSON("http://"+n.Addr("admin")+"/v1/clients", &cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

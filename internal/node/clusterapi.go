@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/coords"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
@@ -131,13 +132,21 @@ func (n *Node) PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64
 type clientList struct{ n *Node }
 
 func (c clientList) Clients() []adminapi.ClientInfo {
+	var access *coordinate.Coordinate
+	if cp := c.n.cluster; cp != nil && cp.membership != nil {
+		access = cp.membership.Coordinate()
+	}
 	var out []adminapi.ClientInfo
 	for _, ci := range c.n.broker.Clients() {
-		out = append(out, adminapi.ClientInfo{
+		info := adminapi.ClientInfo{
 			ID: ci.ID, Remote: ci.Remote, Protocol: ci.Version.String(),
 			RTTms: float64(ci.RTT) / float64(time.Millisecond), RTTSource: ci.RTTSource,
 			Subscriptions: ci.Subscriptions, Persistent: ci.Persistent,
-		})
+		}
+		if access != nil {
+			info.Coordinate = coordJSON(coords.Client(access, ci.RTT))
+		}
+		out = append(out, info)
 	}
 	return out
 }
