@@ -67,6 +67,7 @@ type Config struct {
 	MaxSubscriptions  int           `name:"max-subscriptions" yaml:"max-subscriptions" default:"1000" help:"Subscriptions per client (0: unlimited)."`
 	PublishRate       int           `name:"publish-rate" yaml:"publish-rate" default:"10000" help:"PUBLISH packets per second one client may send, in bursts of up to as many (0: unlimited)."`
 	PublishBytes      int           `name:"publish-bytes" yaml:"publish-bytes" default:"16777216" help:"Topic and payload bytes per second one client may publish, in bursts of up to as many or one largest packet (0: unlimited)."`
+	LimitLoopback     bool          `name:"limit-loopback" yaml:"limit-loopback" default:"false" help:"Apply the per-address and per-client publish limits to clients on loopback addresses too (by default the node's own host is trusted: local gateways and benchmarks)."`
 	PublishLimit      string        `name:"publish-limit-action" yaml:"publish-limit-action" default:"pause" enum:"pause,disconnect" help:"A client over publish-rate or publish-bytes: pause (stop reading from it until it is back under) or disconnect (MQTT 5: DISCONNECT 0x96, or 0x97 for bytes)."`
 	MaxTopicLength    int           `name:"max-topic-length" yaml:"max-topic-length" default:"65535" help:"Longest topic name or filter, in bytes."`
 	MaxTopicLevels    int           `name:"max-topic-levels" yaml:"max-topic-levels" default:"128" help:"Most levels in a topic name or filter."`

@@ -12,8 +12,9 @@ import (
 // IPLimits bound what one source address may do. IPv6 clients are counted
 // per /64 network, since one host commonly holds a whole /64.
 type IPLimits struct {
-	MaxConns    int // simultaneous connections (0: unlimited)
-	ConnectRate int // new connections per second, in bursts of up to as many (0: unlimited)
+	MaxConns    int  // simultaneous connections (0: unlimited)
+	ConnectRate int  // new connections per second, in bursts of up to as many (0: unlimited)
+	Loopback    bool // count loopback addresses too (by default the node's own host is trusted)
 }
 
 // Limit names reported to an IPLimiter's observer.
@@ -82,8 +83,8 @@ func key(a net.Addr) (netip.Addr, bool) {
 // admit decides on a new connection from remote.
 func (l *IPLimiter) admit(remote net.Addr) (k netip.Addr, ok, rateExceeded bool) {
 	k, known := key(remote)
-	if !known {
-		return k, true, false // not an IP connection: nothing to count it under
+	if !known || (!l.lim.Loopback && k.IsLoopback()) {
+		return k, true, false // not an IP connection, or a trusted local one
 	}
 	now := l.clock.Now()
 	l.mu.Lock()

@@ -24,7 +24,7 @@ func tcpAddr(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP
 
 func TestIPLimiterMaxConnsPerAddress(t *testing.T) {
 	var hits []string
-	l := NewIPLimiter(IPLimits{MaxConns: 2}, clock.Real{}, func(h string) { hits = append(hits, h) })
+	l := NewIPLimiter(IPLimits{MaxConns: 2, Loopback: true}, clock.Real{}, func(h string) { hits = append(hits, h) })
 	k1, ok1, _ := l.admit(tcpAddr("10.0.0.1", 1))
 	_, ok2, _ := l.admit(tcpAddr("10.0.0.1", 2))
 	_, ok3, _ := l.admit(tcpAddr("10.0.0.1", 3))
@@ -56,7 +56,7 @@ func TestIPLimiterMaxConnsPerAddress(t *testing.T) {
 
 func TestIPLimiterConnectRate(t *testing.T) {
 	clk := clocktest.New(time.Unix(1000, 0))
-	l := NewIPLimiter(IPLimits{ConnectRate: 3}, clk, nil)
+	l := NewIPLimiter(IPLimits{ConnectRate: 3, Loopback: true}, clk, nil)
 	var rated []bool
 	for i := 0; i < 5; i++ {
 		_, ok, rate := l.admit(tcpAddr("10.0.0.1", i))
@@ -84,7 +84,7 @@ func TestIPLimiterConnectRate(t *testing.T) {
 // connections or a bucket still refilling, not every address ever seen.
 func TestIPLimiterForgetsIdleAddresses(t *testing.T) {
 	clk := clocktest.New(time.Unix(1000, 0))
-	l := NewIPLimiter(IPLimits{MaxConns: 5, ConnectRate: 10}, clk, nil)
+	l := NewIPLimiter(IPLimits{MaxConns: 5, ConnectRate: 10, Loopback: true}, clk, nil)
 	for i := 0; i < 5000; i++ {
 		k, _, _ := l.admit(tcpAddr(net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)).String(), 1))
 		l.release(k)
@@ -124,7 +124,7 @@ func TestLimiterOnListeners(t *testing.T) {
 		marks <- rc != nil && rc.ConnectRateExceeded()
 		_, _ = io.Copy(io.Discard, c)
 	})
-	lim := NewIPLimiter(IPLimits{MaxConns: 1, ConnectRate: 1}, clocktest.New(time.Now()), nil) // time stands still
+	lim := NewIPLimiter(IPLimits{MaxConns: 1, ConnectRate: 1, Loopback: true}, clocktest.New(time.Now()), nil) // time stands still
 	s := ServeTCP(ln, h, slog.New(slog.DiscardHandler), Options{Limiter: lim})
 	defer s.Close()
 	a, err := net.Dial("tcp", s.Addr().String())
@@ -300,4 +300,21 @@ func roundTrip(t *testing.T, c net.Conn) {
 
 func wsHTTPClient(cfg *tls.Config) *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// TestLoopbackIsTrustedByDefault: without Loopback, the node's own host is
+// not counted against the per-address limits.
+func TestLoopbackIsTrustedByDefault(t *testing.T) {
+	l := NewIPLimiter(IPLimits{MaxConns: 1, ConnectRate: 1}, clocktest.New(time.Now()), nil)
+	for i := 0; i < 5; i++ {
+		if _, ok, rate := l.admit(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1000 + i}); !ok || rate {
+			t.Fatalf("loopback connection %d refused", i)
+		}
+	}
+	if _, ok, _ := l.admit(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 1}); !ok {
+		t.Fatal("first remote connection refused")
+	}
+	if _, ok, _ := l.admit(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 2}); ok {
+		t.Fatal("remote connection over the limit admitted")
+	}
 }

@@ -42,7 +42,7 @@ func bystanders(t *testing.T, n *brokertest.Node) func(what string) {
 // are served; a closed connection frees its slot.
 func TestConnectionsPerIPLimit(t *testing.T) {
 	cfg := brokertest.Config(t)
-	cfg.MaxConnsPerIP = 3
+	cfg.MaxConnsPerIP, cfg.LimitLoopback = 3, true
 	n := brokertest.Start(t, cfg)
 	check := bystanders(t, n)
 	var held []*brokertest.Raw
@@ -75,7 +75,7 @@ func TestConnectionsPerIPLimit(t *testing.T) {
 func TestConnectRatePerIPLimit(t *testing.T) {
 	clk := clocktest.New(time.Now())
 	cfg := brokertest.Config(t)
-	cfg.ConnectRatePerIP = 2
+	cfg.ConnectRatePerIP, cfg.LimitLoopback = 2, true
 	n := brokertest.StartClock(t, cfg, clk)
 	from := func() *brokertest.Raw {
 		return brokertest.NewRaw(t, dialFrom(t, "127.0.0.3", n.MQTT()), packet.V5)
@@ -105,7 +105,7 @@ func TestConnectRatePerIPLimit(t *testing.T) {
 func TestPublishRateLimitPauses(t *testing.T) {
 	clk := clocktest.New(time.Now())
 	cfg := brokertest.Config(t)
-	cfg.PublishRate = 10
+	cfg.PublishRate, cfg.LimitLoopback = 10, true
 	n := brokertest.StartClock(t, cfg, clk)
 	check := bystanders(t, n)
 	fast := connectOK(t, n.Raw(packet.V5), login(packet.V5, "fast", "", ""))
@@ -141,7 +141,7 @@ func TestPublishRateLimitPauses(t *testing.T) {
 func TestPublishLimitsDisconnect(t *testing.T) {
 	clk := clocktest.New(time.Now())
 	cfg := brokertest.Config(t)
-	cfg.PublishRate, cfg.PublishBytes, cfg.PublishLimit = 5, 3000, "disconnect"
+	cfg.PublishRate, cfg.PublishBytes, cfg.PublishLimit, cfg.LimitLoopback = 5, 3000, "disconnect", true
 	cfg.MaxPacketSize = 2048 // the bytes burst is the larger of the two
 	n := brokertest.StartClock(t, cfg, clk)
 	check := bystanders(t, n)

@@ -140,6 +140,7 @@ func LimitsFrom(cfg config.Config) session.Limits {
 		SlowConsumer:      cfg.SlowConsumer,
 		AuthFailDelay:     cfg.AuthFailDelay,
 		PublishRate:       cfg.PublishRate,
+		LimitLoopback:     cfg.LimitLoopback,
 		PublishBytes:      cfg.PublishBytes,
 		PublishDisconnect: cfg.PublishLimit == "disconnect",
 	}

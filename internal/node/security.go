@@ -66,7 +66,7 @@ func newSecurity(cfg config.Config, clk clock.Clock, m *metrics.Broker, log *slo
 		return nil, err
 	}
 	if cfg.MaxConnsPerIP > 0 || cfg.ConnectRatePerIP > 0 {
-		s.limiter = listener.NewIPLimiter(listener.IPLimits{MaxConns: cfg.MaxConnsPerIP, ConnectRate: cfg.ConnectRatePerIP}, clk,
+		s.limiter = listener.NewIPLimiter(listener.IPLimits{MaxConns: cfg.MaxConnsPerIP, ConnectRate: cfg.ConnectRatePerIP, Loopback: cfg.LimitLoopback}, clk,
 			func(limit string) { m.LimitsHit.WithLabelValues(limit).Inc() })
 	}
 	// Warn only once everything loaded: a node that does not start has

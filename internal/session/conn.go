@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -226,6 +227,12 @@ func onFreshStack(f func()) {
 	}
 }
 
+// isLoopback reports whether a client connects from the node's own host.
+func isLoopback(a net.Addr) bool {
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
 // logger returns a logger naming the connection. It is built on demand:
 // a logger per connection would cost memory on every idle connection for
 // lines that are rarely written.
@@ -335,7 +342,7 @@ func (c *Conn) handshake(cp *packet.Connect) bool {
 	if !c.authenticate(cp, refuse) {
 		return false
 	}
-	if lim.PublishRate > 0 || lim.PublishBytes > 0 {
+	if (lim.PublishRate > 0 || lim.PublishBytes > 0) && (lim.LimitLoopback || !isLoopback(c.nc.RemoteAddr())) {
 		now := c.env.Clock.Now()
 		c.limited = true
 		c.pubMsgs = newBucket(float64(lim.PublishRate), float64(lim.PublishRate), now)

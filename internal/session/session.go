@@ -36,6 +36,7 @@ type Limits struct {
 	SlowConsumer      time.Duration
 	AuthFailDelay     time.Duration // before a refusal for failed authentication
 	PublishRate       int           // PUBLISH packets per second per client (0: unlimited)
+	LimitLoopback     bool          // apply the publish limits to loopback clients too
 	PublishBytes      int           // topic and payload bytes per second per client (0: unlimited)
 	PublishDisconnect bool          // over a publish limit: disconnect (0x96/0x97) instead of pausing reads
 }
