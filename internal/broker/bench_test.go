@@ -1,10 +1,8 @@
 package broker_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -12,64 +10,6 @@ import (
 	"github.com/sextantmq/sextant/internal/brokertest"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
-
-// rawClient is a minimal MQTT 5 client on our codec, fast enough that the
-// benchmark measures the broker rather than the client.
-type rawClient struct {
-	c net.Conn
-	w *bufio.Writer
-	r *packet.Reader
-}
-
-func dialRaw(tb testing.TB, addr, id string) *rawClient {
-	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rc := &rawClient{c: c, w: bufio.NewWriterSize(c, 64<<10), r: packet.NewReader(c, 0)}
-	rc.r.SetVersion(packet.V5)
-	cp := &packet.Connect{ProtocolName: "MQTT", Version: packet.V5, CleanStart: true, ClientID: id}
-	cp.Props.SetReceiveMaximum(65535)
-	rc.send(tb, cp)
-	rc.flush(tb)
-	p, err := rc.r.Next()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if ack, ok := p.(*packet.Connack); !ok || ack.ReasonCode != packet.Success {
-		tb.Fatalf("connect: %v", packet.Describe(p))
-	}
-	return rc
-}
-
-func (rc *rawClient) send(tb testing.TB, p packet.Packet) {
-	b, err := p.Append(nil, packet.V5)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := rc.w.Write(b); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func (rc *rawClient) flush(tb testing.TB) {
-	if err := rc.w.Flush(); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func (rc *rawClient) expect(tb testing.TB, t packet.Type) packet.Packet {
-	tb.Helper()
-	p, err := rc.r.Next()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if p.Type() != t {
-		tb.Fatalf("got %s, want type %d", packet.Describe(p), t)
-	}
-	return p
-}
 
 // BenchmarkPublishDeliver measures one publisher to one subscriber through
 // a node over loopback TCP, 64-byte payloads. ns/op is per delivered message.
@@ -82,11 +22,11 @@ func BenchmarkPublishDeliver(b *testing.B) {
 				cfg.MaxInflight = 1024
 				addr = brokertest.Start(b, cfg).MQTT()
 			}
-			sub := dialRaw(b, addr, "sub")
-			sub.send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "bench/t", QoS: qos}, {Filter: "bench/end", QoS: 1}}})
-			sub.flush(b)
-			sub.expect(b, packet.SUBACK)
-			pub := dialRaw(b, addr, "pub")
+			sub := brokertest.DialPipe(b, addr, "sub")
+			sub.Send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "bench/t", QoS: qos}, {Filter: "bench/end", QoS: 1}}})
+			sub.Flush(b)
+			sub.Expect(b, packet.SUBACK)
+			pub := brokertest.DialPipe(b, addr, "pub")
 			payload := make([]byte, 64)
 
 			var wg sync.WaitGroup
@@ -99,7 +39,7 @@ func BenchmarkPublishDeliver(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for got := 0; got < b.N; {
-					p, err := sub.r.Next()
+					p, err := sub.R.Next()
 					if err != nil {
 						errs <- err
 						return
@@ -111,8 +51,8 @@ func BenchmarkPublishDeliver(b *testing.B) {
 					if pp.Topic == "bench/end" {
 						ack := packet.Ack{Kind: packet.PUBACK, PacketID: pp.PacketID}
 						bb, _ := ack.Append(nil, packet.V5)
-						_, _ = sub.w.Write(bb)
-						_ = sub.w.Flush()
+						_, _ = sub.W.Write(bb)
+						_ = sub.W.Flush()
 						return
 					}
 					got++
@@ -120,9 +60,9 @@ func BenchmarkPublishDeliver(b *testing.B) {
 					if pp.QoS == 1 {
 						ack := packet.Ack{Kind: packet.PUBACK, PacketID: pp.PacketID}
 						bb, _ := ack.Append(nil, packet.V5)
-						_, _ = sub.w.Write(bb)
-						if sub.r.Buffered() == 0 || got == b.N {
-							_ = sub.w.Flush()
+						_, _ = sub.W.Write(bb)
+						if sub.R.Buffered() == 0 || got == b.N {
+							_ = sub.W.Flush()
 						}
 					}
 				}
@@ -134,7 +74,7 @@ func BenchmarkPublishDeliver(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for i := 0; i < b.N; i++ {
-						if _, err := pub.r.Next(); err != nil {
+						if _, err := pub.R.Next(); err != nil {
 							errs <- err
 							return
 						}
@@ -151,7 +91,7 @@ func BenchmarkPublishDeliver(b *testing.B) {
 					select {
 					case window <- struct{}{}:
 					default:
-						pub.flush(b)
+						pub.Flush(b)
 						window <- struct{}{}
 					}
 					pid++
@@ -160,12 +100,12 @@ func BenchmarkPublishDeliver(b *testing.B) {
 					}
 					p.PacketID = pid
 				}
-				pub.send(b, p)
+				pub.Send(b, p)
 			}
 			if qos == 0 {
-				pub.send(b, &packet.Publish{Topic: "bench/end", QoS: 1, PacketID: 1})
+				pub.Send(b, &packet.Publish{Topic: "bench/end", QoS: 1, PacketID: 1})
 			}
-			pub.flush(b)
+			pub.Flush(b)
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(delivered)/float64(b.N), "delivered/op")
@@ -176,8 +116,8 @@ func BenchmarkPublishDeliver(b *testing.B) {
 				}
 			default:
 			}
-			pub.c.Close()
-			sub.c.Close()
+			pub.C.Close()
+			sub.C.Close()
 		})
 	}
 }

@@ -28,11 +28,11 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 	h0, s0 := measure()
 	clients := make([]net.Conn, 0, conns)
 	for i := 0; i < conns; i++ {
-		rc := dialRaw(b, n.MQTT(), fmt.Sprintf("idle-%05d", i))
-		rc.send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: fmt.Sprintf("devices/%05d/cmd", i), QoS: 1}}})
-		rc.flush(b)
-		rc.expect(b, packet.SUBACK)
-		clients = append(clients, rc.c)
+		rc := brokertest.DialPipe(b, n.MQTT(), fmt.Sprintf("idle-%05d", i))
+		rc.Send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: fmt.Sprintf("devices/%05d/cmd", i), QoS: 1}}})
+		rc.Flush(b)
+		rc.Expect(b, packet.SUBACK)
+		clients = append(clients, rc.C)
 	}
 	h1, s1 := measure()
 	b.ReportMetric(float64(runtime.NumGoroutine())/conns, "goroutines/conn")

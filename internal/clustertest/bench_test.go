@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/sextantmq/sextant/internal/broker"
+	"github.com/sextantmq/sextant/internal/brokertest"
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/listener"
@@ -116,58 +116,6 @@ func until(b *testing.B, what string, cond func() bool) {
 	}
 }
 
-// rawClient is a minimal MQTT 5 client on the codec over TCP, fast enough
-// that the benchmark measures the brokers.
-type rawClient struct {
-	c net.Conn
-	w *bufio.Writer
-	r *packet.Reader
-}
-
-func dialRaw(b *testing.B, addr, id string) *rawClient {
-	b.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc := &rawClient{c: c, w: bufio.NewWriterSize(c, 64<<10), r: packet.NewReader(c, 0)}
-	rc.r.SetVersion(packet.V5)
-	cp := &packet.Connect{ProtocolName: "MQTT", Version: packet.V5, CleanStart: true, ClientID: id}
-	cp.Props.SetReceiveMaximum(65535)
-	rc.send(b, cp)
-	rc.flush(b)
-	p, err := rc.r.Next()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if ack, ok := p.(*packet.Connack); !ok || ack.ReasonCode != packet.Success {
-		b.Fatalf("connect: %v", packet.Describe(p))
-	}
-	b.Cleanup(func() { _ = c.Close() })
-	return rc
-}
-
-func (rc *rawClient) send(b *testing.B, p packet.Packet) {
-	buf, err := p.Append(nil, packet.V5)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := rc.w.Write(buf); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func (rc *rawClient) flush(b *testing.B) {
-	if err := rc.w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func (rc *rawClient) ack(p *packet.Publish) {
-	buf, _ := (&packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID}).Append(nil, packet.V5)
-	_, _ = rc.w.Write(buf)
-}
-
 // BenchmarkP2P measures one publisher and one subscriber, 64-byte
 // payloads, with the subscriber on the publisher's node ("1node") or on a
 // second node linked over loopback TCP ("2nodes"). "stream" pipelines
@@ -193,10 +141,10 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 	if nodes > 1 {
 		until(b, "link up", func() bool { l := pubNode.cluster.Peers().Link(subNode.id); return l != nil && l.Up() })
 	}
-	sub := dialRaw(b, subNode.mqtt.Addr().String(), "sub")
-	sub.send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "bench/t", QoS: qos}, {Filter: "bench/end", QoS: 1}}})
-	sub.flush(b)
-	if p, err := sub.r.Next(); err != nil || p.Type() != packet.SUBACK {
+	sub := brokertest.DialPipe(b, subNode.mqtt.Addr().String(), "sub")
+	sub.Send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "bench/t", QoS: qos}, {Filter: "bench/end", QoS: 1}}})
+	sub.Flush(b)
+	if p, err := sub.R.Next(); err != nil || p.Type() != packet.SUBACK {
 		b.Fatalf("subscribe: %v %v", p, err)
 	}
 	if nodes > 1 {
@@ -204,7 +152,7 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 			return slices.Contains(pubNode.cluster.RemoteInterest()[subNode.id], "bench/t")
 		})
 	}
-	pub := dialRaw(b, pubNode.mqtt.Addr().String(), "pub")
+	pub := brokertest.DialPipe(b, pubNode.mqtt.Addr().String(), "pub")
 
 	hist := hdrhistogram.New(1, int64(10*time.Second), 3)
 	delivered := 0
@@ -215,7 +163,7 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 	go func() { // subscriber
 		defer wg.Done()
 		for got := 0; got < b.N; {
-			p, err := sub.r.Next()
+			p, err := sub.R.Next()
 			if err != nil {
 				errs <- err
 				return
@@ -225,18 +173,18 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 				continue
 			}
 			if pp.QoS > 0 {
-				sub.ack(pp)
+				sub.Ack(pp)
 			}
 			if pp.Topic == "bench/end" {
-				_ = sub.w.Flush()
+				_ = sub.W.Flush()
 				return
 			}
 			sent := int64(binary.BigEndian.Uint64(pp.Payload))
 			_ = hist.RecordValue(time.Now().UnixNano() - sent)
 			got++
 			delivered++
-			if sub.r.Buffered() == 0 || got == b.N {
-				_ = sub.w.Flush()
+			if sub.R.Buffered() == 0 || got == b.N {
+				_ = sub.W.Flush()
 			}
 			if pingpong {
 				arrived <- struct{}{}
@@ -249,7 +197,7 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 		go func() { // publisher's acknowledgements
 			defer wg.Done()
 			for range b.N {
-				if _, err := pub.r.Next(); err != nil {
+				if _, err := pub.R.Next(); err != nil {
 					errs <- err
 					return
 				}
@@ -268,7 +216,7 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 			select {
 			case window <- struct{}{}:
 			default:
-				pub.flush(b)
+				pub.Flush(b)
 				window <- struct{}{}
 			}
 			pid++
@@ -277,9 +225,9 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 			}
 			p.PacketID = pid
 		}
-		pub.send(b, p)
+		pub.Send(b, p)
 		if pingpong {
-			pub.flush(b)
+			pub.Flush(b)
 			select {
 			case <-arrived:
 			case err := <-errs:
@@ -288,9 +236,9 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 		}
 	}
 	if qos == 0 {
-		pub.send(b, &packet.Publish{Topic: "bench/end", QoS: 1, PacketID: 1})
+		pub.Send(b, &packet.Publish{Topic: "bench/end", QoS: 1, PacketID: 1})
 	}
-	pub.flush(b)
+	pub.Flush(b)
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(delivered)/float64(b.N), "delivered/op")
