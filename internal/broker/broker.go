@@ -175,6 +175,13 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Limits.ConnectTimeout)
 		st, err := b.cluster.Takeover(ctx, id, p.CleanStart)
 		cancel()
+		if errors.Is(err, ErrSessionMoving) {
+			b.log.Warn("session is moving from another node; refusing the CONNECT until it arrives", "client", id, "err", err)
+			b.mu.Lock()
+			b.mu.conns--
+			b.mu.Unlock()
+			return nil, false, packet.ServerUnavailable, "the session is moving from another node; try again"
+		}
 		if err != nil {
 			b.log.Warn("session takeover from another node failed; starting a new session", "client", id, "err", err)
 		}
@@ -320,13 +327,7 @@ func (b *Broker) stopTimers(s *session.Session) {
 
 // expire ends an offline session whose expiry interval has passed.
 func (b *Broker) expire(s *session.Session) {
-	if s.Online() {
-		return
-	}
-	b.mu.Lock()
-	current := b.mu.sessions[s.ID] == s
-	b.mu.Unlock()
-	if !current {
+	if !b.offlineAndCurrent(s) {
 		return
 	}
 	if w, _ := s.TakeWill(); w != nil {
@@ -334,6 +335,17 @@ func (b *Broker) expire(s *session.Session) {
 	}
 	b.endSession(s)
 	b.updateSessionGauges()
+}
+
+// offlineAndCurrent reports whether s has no connection and is still the
+// session registered under its client id.
+func (b *Broker) offlineAndCurrent(s *session.Session) bool {
+	if s.Online() {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.sessions[s.ID] == s
 }
 
 // endSession removes s from the registry and the index, discards its queue

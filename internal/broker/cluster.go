@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -41,11 +42,21 @@ type Cluster interface {
 	SessionEnded(clientID string)
 }
 
+// ErrSessionMoving is returned (wrapped) by Cluster.Takeover when the
+// client's session is on another node that exported it but whose answer
+// did not arrive in time. The holder keeps the session until the move
+// completes or is abandoned, so the CONNECT is refused with Server
+// Unavailable rather than answered with a fresh session: the client's
+// retry gets its session.
+var ErrSessionMoving = errors.New("broker: session is moving from another node")
+
 // SessionState is a session moving between nodes.
 type SessionState struct {
 	Record   *store.SessionRecord
 	Messages []*store.QueuedMessage // in sequence order
 	Inbound  []uint16
+
+	from *session.Session // the exported session, on the node that exported it
 }
 
 // SetCluster connects the broker to its cluster layer. It must be called
@@ -163,21 +174,9 @@ func newer(a, b *message.Message) bool {
 // published when the session is discarded; a moved session's will is
 // dropped, as the client has reconnected.
 func (b *Broker) HandOver(clientID string, cleanStart bool) (*SessionState, error) {
-	b.mu.Lock()
-	s := b.mu.sessions[clientID]
-	b.mu.Unlock()
+	s := b.takeOffline(clientID)
 	if s == nil {
 		return nil, nil
-	}
-	if c := s.Conn(); c != nil {
-		c.Disconnect(packet.SessionTakenOver, "the client connected to another node")
-		<-c.Done()
-	}
-	b.mu.Lock()
-	s = b.mu.sessions[clientID]
-	b.mu.Unlock()
-	if s == nil {
-		return nil, nil // it ended with its connection (no session expiry)
 	}
 	will, _ := s.TakeWill()
 	var st *SessionState
@@ -194,6 +193,58 @@ func (b *Broker) HandOver(clientID string, cleanStart bool) (*SessionState, erro
 	b.endSession(s)
 	b.updateSessionGauges()
 	return st, nil
+}
+
+// ExportSession is the first half of a two-phase hand-over: the client's
+// connection here (if any) is closed with Session Taken Over, its pending
+// will is dropped (the client has reconnected elsewhere), and a snapshot of
+// the session is returned. The session stays here, offline, so that the
+// new node can ask again if the answer is lost; ReleaseSession ends it once
+// the new node has it.
+func (b *Broker) ExportSession(clientID string) (*SessionState, error) {
+	s := b.takeOffline(clientID)
+	if s == nil {
+		return nil, nil
+	}
+	if w, _ := s.TakeWill(); w != nil && s.Expiry() > 0 {
+		b.persistSession(s, b.clock.Now(), nil)
+	}
+	st, err := b.exportSession(s)
+	if err != nil {
+		return nil, err
+	}
+	st.from = s
+	return st, nil
+}
+
+// takeOffline closes the connection bound to clientID's session, if any,
+// with Session Taken Over, and returns the session, or nil if there is none
+// (or it ended with its connection, having no expiry).
+func (b *Broker) takeOffline(clientID string) *session.Session {
+	b.mu.Lock()
+	s := b.mu.sessions[clientID]
+	b.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if c := s.Conn(); c != nil {
+		c.Disconnect(packet.SessionTakenOver, "the client connected to another node")
+		<-c.Done()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.sessions[clientID]
+}
+
+// ReleaseSession is the second half of a hand-over: it ends the session st
+// was exported from, unless a client has connected to it here since.
+func (b *Broker) ReleaseSession(st *SessionState) {
+	s := st.from
+	if s == nil || !b.offlineAndCurrent(s) {
+		return
+	}
+	b.endSession(s)
+	b.updateSessionGauges()
 }
 
 func (b *Broker) exportSession(s *session.Session) (*SessionState, error) {

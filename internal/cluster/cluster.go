@@ -29,6 +29,8 @@ type Broker interface {
 	DeliverForwarded(m *message.Message, direct bool, groups []string)
 	ApplyRetained(m *message.Message) bool
 	HandOver(clientID string, cleanStart bool) (*broker.SessionState, error)
+	ExportSession(clientID string) (*broker.SessionState, error)
+	ReleaseSession(st *broker.SessionState)
 	RetainedMessages(fn func(*message.Message) bool)
 	SessionIDs() []string
 }
@@ -142,6 +144,7 @@ type Cluster struct {
 		sync.Mutex
 		entries map[string]holding      // client id -> who holds it, for ids this node owns
 		local   map[string]localSession // sessions held here
+		handing map[string]handing      // sessions exported to another node, kept until it confirms
 	}
 	mu struct {
 		sync.Mutex
@@ -215,6 +218,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.retained.tombs = map[string]tombstone{}
 	c.dir.entries = map[string]holding{}
 	c.dir.local = map[string]localSession{}
+	c.dir.handing = map[string]handing{}
 	// Stamps issued after a restart must follow those of the retained
 	// messages kept from before.
 	cfg.Broker.RetainedMessages(func(m *message.Message) bool {
@@ -314,7 +318,7 @@ func (c *Cluster) serve(ctx context.Context, node string, method byte, body []by
 		if err != nil {
 			return nil, err
 		}
-		return []byte(c.register(cl)), nil
+		return appendPrevious(nil, c.register(cl)), nil
 	case methodAssert:
 		holder, ids, stamps, err := decodeAssert(body)
 		if err != nil {
@@ -342,14 +346,27 @@ func (c *Cluster) serve(ctx context.Context, node string, method byte, body []by
 		if err != nil {
 			return nil, err
 		}
-		st, err := c.b.HandOver(id, clean)
+		if clean {
+			if _, err := c.b.HandOver(id, true); err != nil {
+				return nil, fmt.Errorf("cluster: hand-over of %q: %w", id, err)
+			}
+			return nil, nil
+		}
+		return c.export(node, id)
+	case methodRelease:
+		id, err := decodeClientID(body)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: hand-over of %q: %w", id, err)
+			return nil, err
 		}
-		if st != nil {
-			c.metrics.handOversOut.Inc()
+		c.release(node, id)
+		return nil, nil
+	case methodRestore:
+		mine, prev, err := decodeRestore(body)
+		if err != nil {
+			return nil, err
 		}
-		return appendState(nil, st), nil
+		c.restore(mine, prev)
+		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: unknown method %d from %s", ErrCorrupt, method, node)
 }

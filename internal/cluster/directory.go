@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sextantmq/sextant/internal/broker"
+	"github.com/sextantmq/sextant/internal/peer"
 )
 
 // assertBatch bounds the client ids re-registered in one request.
@@ -14,6 +17,16 @@ const assertBatch = 1024
 type holding struct {
 	node  string
 	stamp uint64
+}
+
+// handing is a session exported to another node (to) and kept here, offline,
+// until that node confirms it has it (methodRelease). If the answer was
+// lost, the new node asks again and gets a fresh snapshot; if it never
+// confirms, the directory decides after handingHold which copy stands.
+type handing struct {
+	to string
+	st *broker.SessionState
+	at time.Time
 }
 
 // localSession is a session held here: the owner it is registered with
@@ -52,58 +65,182 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	c.dir.Lock()
 	c.dir.local[clientID] = localSession{stamp: stamp}
 	c.dir.Unlock()
-	var prev string
+	mine := claim{ClientID: clientID, Node: c.id, Stamp: stamp}
+	var prev claim
 	if own == c.id {
-		prev = c.register(claim{ClientID: clientID, Node: c.id, Stamp: stamp})
+		prev = c.register(mine)
 	} else {
 		l := c.peers.Link(own)
 		if l == nil {
 			c.metrics.takeovers[takeoverFailed].Inc()
 			return nil, fmt.Errorf("cluster: directory owner %s of %q: no link", own, clientID)
 		}
-		out, err := l.Call(ctx, methodRegister, appendClaim(nil, claim{ClientID: clientID, Node: c.id, Stamp: stamp}))
+		out, err := l.Call(ctx, methodRegister, appendClaim(nil, mine))
+		if err == nil {
+			prev, err = decodePrevious(out)
+		}
 		if err != nil {
 			c.metrics.takeovers[takeoverFailed].Inc()
 			c.pokeDirectory()
 			return nil, fmt.Errorf("cluster: registering %q with %s: %w", clientID, own, err)
 		}
-		prev = string(out)
 	}
 	c.dir.Lock()
 	if ls, ok := c.dir.local[clientID]; ok && ls.stamp == stamp {
 		c.dir.local[clientID] = localSession{owner: own, stamp: stamp}
 	}
 	c.dir.Unlock()
-	if prev == "" || prev == c.id {
+	if prev.Node == "" || prev.Node == c.id {
 		c.metrics.takeovers[takeoverNone].Inc()
 		return nil, nil
 	}
-	if !c.alive(prev) {
-		c.log.Info("cluster: session's previous node is not alive; starting afresh", "client", clientID, "node", prev)
+	if !c.alive(prev.Node) {
+		c.log.Info("cluster: session's previous node is not alive; starting afresh", "client", clientID, "node", prev.Node)
 		c.metrics.takeovers[takeoverLost].Inc()
 		return nil, nil
 	}
-	l := c.peers.Link(prev)
-	if l == nil {
-		c.metrics.takeovers[takeoverFailed].Inc()
-		return nil, fmt.Errorf("cluster: session %q is on %s: no link", clientID, prev)
+	out, err := c.askHandOver(ctx, prev.Node, clientID, cleanStart)
+	var st *broker.SessionState
+	if err == nil {
+		st, err = decodeState(out)
 	}
-	out, err := l.Call(ctx, methodHandOver, appendHandOver(nil, clientID, cleanStart))
 	if err != nil {
 		c.metrics.takeovers[takeoverFailed].Inc()
-		return nil, fmt.Errorf("cluster: hand-over of %q from %s: %w", clientID, prev, err)
-	}
-	st, err := decodeState(out)
-	if err != nil {
-		c.metrics.takeovers[takeoverFailed].Inc()
-		return nil, fmt.Errorf("cluster: hand-over of %q from %s: %w", clientID, prev, err)
+		err = fmt.Errorf("cluster: hand-over of %q from %s: %w", clientID, prev.Node, err)
+		if cleanStart || !(errors.Is(err, peer.ErrLinkDown) || errors.Is(err, context.DeadlineExceeded)) {
+			// A fresh session is what the client asked for, or the holder
+			// answered and cannot send the session (a retry would fail
+			// the same way).
+			return nil, err
+		}
+		c.abandon(own, mine, prev)
+		return nil, fmt.Errorf("%w: %w", broker.ErrSessionMoving, err)
 	}
 	if st == nil {
 		c.metrics.takeovers[takeoverNone].Inc()
 		return nil, nil
 	}
+	if l := c.peers.Link(prev.Node); l != nil {
+		l.Notify(methodRelease, appendClientID(nil, clientID))
+	}
 	c.metrics.takeovers[takeoverMoved].Inc()
 	return st, nil
+}
+
+// handOverRetry is the pause before asking a holder again after the link
+// dropped the answer.
+const handOverRetry = 100 * time.Millisecond
+
+// askHandOver asks holder for clientID's session. An answer lost with its
+// connection is asked for again (the holder keeps what it exported until
+// released) until ctx ends or the holder is no longer alive.
+func (c *Cluster) askHandOver(ctx context.Context, holder, clientID string, cleanStart bool) ([]byte, error) {
+	req := appendHandOver(nil, clientID, cleanStart)
+	for {
+		l := c.peers.Link(holder)
+		if l == nil {
+			return nil, fmt.Errorf("no link to %s", holder)
+		}
+		out, err := l.Call(ctx, methodHandOver, req)
+		if err == nil || !errors.Is(err, peer.ErrLinkDown) || !c.alive(holder) {
+			return out, err
+		}
+		c.log.Info("cluster: hand-over answer lost with its link; asking again", "client", clientID, "node", holder)
+		t := c.clock.NewTimer(handOverRetry)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (after the link dropped an answer)", ctx.Err())
+		}
+	}
+}
+
+// abandon undoes this node's claim after a hand-over that did not arrive:
+// the claim it replaced stands again, so the client's retry (here or on
+// any node) asks the holder again, which still has the session.
+func (c *Cluster) abandon(own string, mine, prev claim) {
+	c.dir.Lock()
+	if ls, ok := c.dir.local[mine.ClientID]; ok && ls.stamp == mine.Stamp {
+		delete(c.dir.local, mine.ClientID)
+	}
+	c.dir.Unlock()
+	if own == c.id {
+		c.restore(mine, prev)
+	} else if l := c.peers.Link(own); l != nil {
+		l.Notify(methodRestore, appendRestore(nil, mine, prev))
+	}
+}
+
+// restore puts prev back as the directory entry if mine is still current.
+func (c *Cluster) restore(mine, prev claim) {
+	c.dir.Lock()
+	defer c.dir.Unlock()
+	if cur := c.dir.entries[mine.ClientID]; cur.node != mine.Node || cur.stamp != mine.Stamp {
+		return
+	}
+	if prev.Node == "" {
+		delete(c.dir.entries, mine.ClientID)
+		return
+	}
+	c.dir.entries[mine.ClientID] = holding{node: prev.Node, stamp: prev.Stamp}
+}
+
+// export answers a hand-over request from node: the session's snapshot,
+// kept here until node releases it.
+func (c *Cluster) export(node, clientID string) ([]byte, error) {
+	st, err := c.b.ExportSession(clientID)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: hand-over of %q: %w", clientID, err)
+	}
+	if st == nil {
+		return nil, nil
+	}
+	c.dir.Lock()
+	c.dir.handing[clientID] = handing{to: node, st: st, at: c.clock.Now()}
+	c.metrics.moving.Set(float64(len(c.dir.handing)))
+	c.dir.Unlock()
+	return appendState(nil, st), nil
+}
+
+// release ends a session exported to node, which now has it.
+func (c *Cluster) release(node, clientID string) {
+	c.dir.Lock()
+	h, ok := c.dir.handing[clientID]
+	if ok && h.to == node {
+		delete(c.dir.handing, clientID)
+		c.metrics.moving.Set(float64(len(c.dir.handing)))
+	}
+	c.dir.Unlock()
+	if !ok || h.to != node {
+		return
+	}
+	c.b.ReleaseSession(h.st)
+	c.metrics.handOversOut.Inc()
+}
+
+// handingHold is how long an exported session waits for its release before
+// the directory decides between the copies.
+func (c *Cluster) handingHold() time.Duration { return 2 * c.cfg.DirectoryTimeout }
+
+// settleHandings handles exports never released: the release was lost, or
+// the new node gave up. This node registers its copy again; the owner keeps
+// it if the new node's claim was abandoned, and otherwise tells this node
+// its copy is stale, which drops it.
+func (c *Cluster) settleHandings() {
+	now := c.clock.Now()
+	c.dir.Lock()
+	defer c.dir.Unlock()
+	for id, h := range c.dir.handing {
+		if now.Sub(h.at) < c.handingHold() {
+			continue
+		}
+		delete(c.dir.handing, id)
+		c.metrics.moving.Set(float64(len(c.dir.handing)))
+		if ls, ok := c.dir.local[id]; ok {
+			c.dir.local[id] = localSession{stamp: ls.stamp} // registered again by resyncDirectory
+		}
+	}
 }
 
 // SessionEnded implements broker.Cluster: the owner forgets the entry if it
@@ -131,14 +268,14 @@ func (c *Cluster) SessionEnded(clientID string) {
 }
 
 // register records a CONNECT's claim (it beats every earlier one) and
-// returns the previous holder.
-func (c *Cluster) register(cl claim) string {
+// returns the claim it replaced (Node "" if none).
+func (c *Cluster) register(cl claim) claim {
 	c.hlc.observe(cl.Stamp)
 	c.dir.Lock()
 	defer c.dir.Unlock()
 	prev := c.dir.entries[cl.ClientID]
 	c.dir.entries[cl.ClientID] = holding{node: cl.Node, stamp: cl.Stamp}
-	return prev.node
+	return claim{ClientID: cl.ClientID, Node: prev.node, Stamp: prev.stamp}
 }
 
 // assert re-registers sessions a holder already has. A claim loses to a
@@ -221,6 +358,7 @@ func (c *Cluster) directoryLoop() {
 		case <-t.C():
 			t.Reset(c.cfg.ResyncInterval)
 			c.sweepTombstones()
+			c.settleHandings()
 		}
 		c.resyncDirectory()
 	}

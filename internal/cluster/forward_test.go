@@ -31,8 +31,10 @@ func (b *fakeBroker) ApplyRetained(*message.Message) bool { return true }
 func (b *fakeBroker) HandOver(string, bool) (*broker.SessionState, error) {
 	return nil, nil
 }
-func (b *fakeBroker) RetainedMessages(func(*message.Message) bool) {}
-func (b *fakeBroker) SessionIDs() []string                         { return nil }
+func (b *fakeBroker) ExportSession(string) (*broker.SessionState, error) { return nil, nil }
+func (b *fakeBroker) ReleaseSession(*broker.SessionState)                {}
+func (b *fakeBroker) RetainedMessages(func(*message.Message) bool)       {}
+func (b *fakeBroker) SessionIDs() []string                               { return nil }
 
 func (b *fakeBroker) take() []string {
 	b.mu.Lock()

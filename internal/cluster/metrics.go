@@ -19,6 +19,7 @@ type clusterMetrics struct {
 	retainedStale   prometheus.Counter
 	takeovers       map[string]prometheus.Counter
 	handOversOut    prometheus.Counter
+	moving          prometheus.Gauge
 	staleSessions   prometheus.Counter
 }
 
@@ -40,7 +41,9 @@ func newClusterMetrics(r prometheus.Registerer) *clusterMetrics {
 		retainedStale: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_cluster_retained_stale_total",
 			Help: "Retained updates from peers ignored as older than what is held (or deleted)."}),
 		handOversOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_cluster_sessions_handed_over_total",
-			Help: "Sessions moved from this node to another."}),
+			Help: "Sessions moved from this node to another (counted when the new node confirms)."}),
+		moving: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sextant_cluster_sessions_moving",
+			Help: "Sessions sent to another node and kept here until it confirms it has them."}),
 		staleSessions: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_cluster_stale_sessions_total",
 			Help: "Sessions dropped here because their client had connected to another node meanwhile."}),
 		takeovers: map[string]prometheus.Counter{},
@@ -49,7 +52,7 @@ func newClusterMetrics(r prometheus.Registerer) *clusterMetrics {
 		m.takeovers[res] = takeovers.WithLabelValues(res)
 	}
 	for _, c := range []prometheus.Collector{m.forwarded, m.remoteFilters, m.corrupt, m.retainedApplied, m.retainedStale,
-		takeovers, m.handOversOut, m.staleSessions} {
+		takeovers, m.handOversOut, m.moving, m.staleSessions} {
 		_ = r.Register(c) // a second layer on one registry keeps working, unexported
 	}
 	return m

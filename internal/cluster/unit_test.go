@@ -150,6 +150,23 @@ func TestDirectoryBodiesRoundTrip(t *testing.T) {
 	if _, _, err := decodeHandOver([]byte{1, 'c', 2}); err == nil {
 		t.Fatal("hand-over with a bad flag decoded")
 	}
+	mine, prev := claim{ClientID: "c", Node: "n2", Stamp: 9}, claim{ClientID: "c", Node: "n1", Stamp: 3}
+	m2, p2, err := decodeRestore(appendRestore(nil, mine, prev))
+	if err != nil || m2 != mine || p2 != prev {
+		t.Fatalf("restore: %+v %+v %v", m2, p2, err)
+	}
+	if p, err := decodePrevious(appendPrevious(nil, claim{ClientID: "c"})); err != nil || p.Node != "" {
+		t.Fatalf("no previous claim: %+v %v", p, err)
+	}
+	if p, err := decodePrevious(appendPrevious(nil, prev)); err != nil || p != prev {
+		t.Fatalf("previous claim: %+v %v", p, err)
+	}
+	if id, err := decodeClientID(appendClientID(nil, "c")); err != nil || id != "c" {
+		t.Fatalf("release: %q %v", id, err)
+	}
+	if _, err := decodeClientID(append(appendClientID(nil, "c"), 0)); err == nil {
+		t.Fatal("release with trailing bytes decoded")
+	}
 }
 
 // FuzzDecodeState: no input may panic, and what decodes re-encodes to an
@@ -178,6 +195,8 @@ func FuzzDirectoryBodies(f *testing.F) {
 	f.Add(appendAssert(nil, "n3", []string{"a", "b"}, []uint64{1, 2}))
 	f.Add(appendHandOver(nil, "c", true))
 	f.Add(appendStringList(nil, []string{"x"}))
+	f.Add(appendRestore(nil, claim{ClientID: "c", Node: "n2", Stamp: 9}, claim{Node: "n1", Stamp: 3}))
+	f.Add(appendClientID(nil, "c"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cl, err := decodeClaim(b); err == nil {
 			if again, err := decodeClaim(appendClaim(nil, cl)); err != nil || again != cl {
@@ -190,8 +209,16 @@ func FuzzDirectoryBodies(f *testing.F) {
 				t.Fatal("assert round trip")
 			}
 		}
+		if mine, prev, err := decodeRestore(b); err == nil {
+			m2, p2, err := decodeRestore(appendRestore(nil, mine, prev))
+			if err != nil || m2 != mine || p2 != prev {
+				t.Fatal("restore round trip")
+			}
+		}
 		_, _, _ = decodeHandOver(b)
 		_, _ = decodeStringList(b)
+		_, _ = decodeClientID(b)
+		_, _ = decodePrevious(b)
 	})
 }
 

@@ -17,12 +17,14 @@ var ErrCorrupt = errors.New("cluster: corrupt encoding")
 
 // Request methods on peer links.
 const (
-	methodRegister   byte = 1 // directory owner: a client connected to a node; answer: previous holder
+	methodRegister   byte = 1 // directory owner: a client connected to a node; answer: previous claim
 	methodAssert     byte = 2 // directory owner: a holder re-registers sessions; answer: those held elsewhere since
 	methodUnregister byte = 3 // directory owner (notification): a session ended on a node
-	methodHandOver   byte = 4 // holder: close the client's connection and send the session
+	methodHandOver   byte = 4 // holder: close the client's connection and send the session (kept until released)
 	methodDrop       byte = 5 // holder (notification): a newer claim exists; drop a stale session
 	methodPing       byte = 6 // any node: answer at once (round-trip probe)
+	methodRelease    byte = 7 // holder (notification): the session it sent arrived; end it there
+	methodRestore    byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
 )
 
 // stateVersion is the first byte of an encoded session state.
@@ -64,6 +66,46 @@ func decodeClaim(b []byte) (claim, error) {
 	d := newDecoder(b)
 	c := claim{ClientID: d.Str(), Node: d.Str(), Stamp: d.Uvarint()}
 	return c, d.finish("claim")
+}
+
+// appendPrevious encodes the answer to a register request: the claim it
+// replaced, or nothing when there was none.
+func appendPrevious(dst []byte, prev claim) []byte {
+	if prev.Node == "" {
+		return dst
+	}
+	return appendClaim(dst, prev)
+}
+
+func decodePrevious(b []byte) (claim, error) {
+	if len(b) == 0 {
+		return claim{}, nil
+	}
+	return decodeClaim(b)
+}
+
+// appendClientID encodes a release request.
+func appendClientID(dst []byte, id string) []byte { return wire.AppendString(dst, id) }
+
+func decodeClientID(b []byte) (string, error) {
+	d := newDecoder(b)
+	id := d.Str()
+	return id, d.finish("client id")
+}
+
+// appendRestore encodes an abandoned hand-over: the requester's claim, and
+// the claim it replaced, which stands again if the requester's is current.
+func appendRestore(dst []byte, mine, prev claim) []byte {
+	dst = appendClaim(dst, mine)
+	dst = wire.AppendString(dst, prev.Node)
+	return binary.AppendUvarint(dst, prev.Stamp)
+}
+
+func decodeRestore(b []byte) (mine, prev claim, err error) {
+	d := newDecoder(b)
+	mine = claim{ClientID: d.Str(), Node: d.Str(), Stamp: d.Uvarint()}
+	prev = claim{ClientID: mine.ClientID, Node: d.Str(), Stamp: d.Uvarint()}
+	return mine, prev, d.finish("restore")
 }
 
 // appendAssert encodes a holder's re-registration of many sessions.

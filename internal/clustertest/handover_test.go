@@ -1,0 +1,154 @@
+package clustertest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/cluster"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
+)
+
+// handOverSetup starts three nodes, parks a persistent session with n QoS 1
+// messages queued on node 1, and returns the client id, chosen so that its
+// directory owner is node 3 (the cuts below are between nodes 1 and 2
+// only). Node 1 and 2 are 400 ms apart, so a hand-over answer is on the
+// wire for 200 ms: long enough to cut the link under it.
+func handOverSetup(t *testing.T, n int, opts ...func(*Options)) (c *Cluster, id string, want []string) {
+	c = Start(t, 3, nil, opts...)
+	n1, n3 := c.Node(0), c.Node(2)
+	ids := []string{c.Node(0).ID, c.Node(1).ID, n3.ID}
+	for i := 0; ; i++ {
+		id = fmt.Sprintf("mover-%d", i)
+		if cluster.DirectoryOwner(id, ids) == n3.ID {
+			break
+		}
+	}
+	cl := n1.Connect(id, ConnectOptions{SessionExpiry: 300})
+	cl.Subscribe(1, "q/#")
+	waitInterest(c, n1, "q/#")
+	cl.Close()
+	pub := n3.Connect("pub", ConnectOptions{})
+	for i := range n {
+		p := fmt.Sprintf("m%02d", i)
+		pub.Publish("q/x", 1, false, p)
+		want = append(want, p)
+	}
+	c.Eventually("messages queued on node 1", func() bool {
+		return n1.Gather("sextant_queued_messages", nil) == float64(n)
+	})
+	c.SetRTT(0, 1, 400*time.Millisecond)
+	return c, id, want
+}
+
+type connectResult struct {
+	cl  *Client
+	err error
+}
+
+// resumeAsync resumes id's session on n in the background.
+func resumeAsync(n *Node, id string) <-chan connectResult {
+	done := make(chan connectResult, 1)
+	go func() {
+		cl, err := n.TryConnect(id, ConnectOptions{Resume: true, SessionExpiry: 300})
+		done <- connectResult{cl, err}
+	}()
+	return done
+}
+
+// cutUnderTheAnswer waits until node 1 has exported the session (its answer
+// is now in flight to node 2) and cuts nodes 1 and 2 apart until their link
+// breaks, losing the answer.
+func cutUnderTheAnswer(c *Cluster) {
+	n1, n2 := c.Node(0), c.Node(1)
+	c.Eventually("node 1 exported the session", func() bool {
+		return n1.Gather("sextant_cluster_sessions_moving", nil) == 1
+	})
+	c.Partition(0, 1)
+	c.Eventually("link from node 2 to node 1 down", func() bool {
+		l := n2.Cluster.Peers().Link(n1.ID)
+		return l == nil || !l.Up()
+	})
+}
+
+// TestHandOverAnswerLostIsAskedAgain: the link between the old and the new
+// node breaks while the session's state is on the wire. The old node kept
+// the session; the new node asks again once the link is back, within the
+// same CONNECT, and the client gets its session and every queued message.
+func TestHandOverAnswerLostIsAskedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, id, want := handOverSetup(t, 20, func(o *Options) {
+			o.Cluster = func(cfg *cluster.Config) { cfg.DirectoryTimeout = time.Minute }
+			lim := Limits()
+			lim.ConnectTimeout = 2 * time.Minute
+			o.Limits = &lim
+		})
+		n1, n2 := c.Node(0), c.Node(1)
+		done := resumeAsync(n2, id)
+		cutUnderTheAnswer(c)
+		c.Heal(0, 1)
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("CONNECT on node 2 after a lost hand-over answer: %v", r.err)
+		}
+		if !r.cl.Connack.SessionPresent {
+			t.Fatal("CONNACK on node 2 says no session present")
+		}
+		var got []string
+		for _, m := range r.cl.Collect(len(want)) {
+			got = append(got, m.Payload)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after the move got %v, want %v", got, want)
+		}
+		c.Eventually("node 1 released the session", func() bool {
+			return n1.Broker.Stats().Sessions == 0 && n1.Gather("sextant_cluster_sessions_moving", nil) == 0
+		})
+		if got := n1.Gather("sextant_cluster_sessions_handed_over_total", nil); got != 1 {
+			t.Errorf("node 1 counted %v sessions handed over, want 1", got)
+		}
+	})
+}
+
+// TestAbandonedHandOverKeepsTheSession: the link stays cut past the
+// CONNECT's directory timeout. The new node refuses the CONNECT with Server
+// Unavailable instead of starting a fresh session, the old node keeps the
+// session, and the client's next CONNECT, once the link is back, gets it
+// with every queued message.
+func TestAbandonedHandOverKeepsTheSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, id, want := handOverSetup(t, 20)
+		n1, n2 := c.Node(0), c.Node(1)
+		done := resumeAsync(n2, id)
+		cutUnderTheAnswer(c)
+		r := <-done
+		if r.err == nil || r.cl == nil || r.cl.Connack.ReasonCode != packet.ServerUnavailable {
+			t.Fatalf("CONNECT during a cut hand-over: %v, want CONNACK Server Unavailable", r.err)
+		}
+		if s := n1.Broker.Stats().Sessions; s != 1 {
+			t.Fatalf("node 1 holds %d sessions, want the one it could not hand over", s)
+		}
+		c.Heal(0, 1)
+		c.Eventually("link from node 2 to node 1 up", func() bool {
+			l := n2.Cluster.Peers().Link(n1.ID)
+			return l != nil && l.Up()
+		})
+		cl, err := n2.TryConnect(id, ConnectOptions{Resume: true, SessionExpiry: 300})
+		if err != nil {
+			t.Fatalf("CONNECT retried on node 2: %v", err)
+		}
+		if !cl.Connack.SessionPresent {
+			t.Fatal("the retried CONNECT got a fresh session")
+		}
+		var got []string
+		for _, m := range cl.Collect(len(want)) {
+			got = append(got, m.Payload)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after the retried move got %v, want %v", got, want)
+		}
+		c.Eventually("node 1 released the session", func() bool { return n1.Broker.Stats().Sessions == 0 })
+	})
+}
