@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sextantmq/sextant/internal/brokertest"
 	"github.com/sextantmq/sextant/internal/mqttclient/mqttclienttest"
@@ -274,5 +278,92 @@ func TestSubCountsOnlyWhatItPrints(t *testing.T) {
 		"--retain-handling", "2")...)
 	if out != "new\n" {
 		t.Fatalf("got %q", out)
+	}
+}
+
+// lockedBuffer is an output buffer a test reads while a command writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSubReconnectsAfterTheBrokerRestarts: sub survives a broker restart.
+// With a persistent session it resumes it (a message published while it was
+// away arrives); with a clean session it subscribes again.
+func TestSubReconnectsAfterTheBrokerRestarts(t *testing.T) {
+	for _, persistent := range []bool{true, false} {
+		t.Run(fmt.Sprintf("persistent=%v", persistent), func(t *testing.T) {
+			n := brokertest.Start(t, brokertest.Config(t))
+			h, p, _ := net.SplitHostPort(n.MQTT())
+			args := []string{"sub", "-h", h, "-p", p, "-t", "rc/x", "-q", "1", "-i", "rc-sub", "-C", "2", "-W", "60"}
+			if persistent {
+				args = append(args, "-c", "-x", "300")
+			}
+			var out, errOut lockedBuffer
+			done := make(chan int, 1)
+			go func() { done <- run(context.Background(), args, nil, &out, &errOut) }()
+			subscribed := func(n *brokertest.Node) func() bool {
+				return func() bool {
+					return n.Broker().Stats().Online == 1 && brokertest.Value(n.Metrics().Subscriptions) == 1
+				}
+			}
+			brokertest.Eventually(t, 10*time.Second, subscribed(n), "sub subscribed")
+			mustRun(t, "pub", "-h", h, "-p", p, "-t", "rc/x", "-q", "1", "-m", "one")
+			brokertest.Eventually(t, 10*time.Second, func() bool { return out.String() == "one\n" }, "first message printed")
+
+			n = n.Restart()
+			if persistent {
+				// Published while sub is away: the session keeps it.
+				mustRun(t, "pub", "-h", h, "-p", p, "-t", "rc/x", "-q", "1", "-m", "two")
+			} else {
+				brokertest.Eventually(t, 30*time.Second, subscribed(n), "sub subscribed again")
+				mustRun(t, "pub", "-h", h, "-p", p, "-t", "rc/x", "-q", "1", "-m", "two")
+			}
+			if code := <-done; code != 0 {
+				t.Fatalf("sub exited %d; stderr %q", code, errOut.String())
+			}
+			if got := out.String(); got != "one\ntwo\n" {
+				t.Fatalf("sub printed %q", got)
+			}
+			if e := errOut.String(); !strings.Contains(e, "reconnecting") || !strings.Contains(e, fmt.Sprintf("session present: %v", persistent)) {
+				t.Errorf("stderr %q does not report the reconnection", e)
+			}
+		})
+	}
+}
+
+// TestSubExitsWhenRefusedForGood: a lost connection that retrying cannot
+// fix (the session taken over by another client with the same id) ends sub
+// with one line and a non-zero status; so does any loss with --no-reconnect.
+func TestSubExitsWhenRefusedForGood(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	h, p, _ := net.SplitHostPort(n.MQTT())
+	for _, extra := range [][]string{nil, {"--no-reconnect"}} {
+		var out, errOut lockedBuffer
+		done := make(chan int, 1)
+		args := append([]string{"sub", "-h", h, "-p", p, "-t", "rf/x", "-i", "rf-sub", "-W", "60"}, extra...)
+		go func() { done <- run(context.Background(), args, nil, &out, &errOut) }()
+		brokertest.Eventually(t, 10*time.Second, func() bool { return n.Broker().Stats().Online == 1 }, "sub connected")
+		if extra == nil {
+			mustRun(t, "sub", "-h", h, "-p", p, "-t", "rf/y", "-i", "rf-sub", "-E") // takes the session over
+		} else {
+			n = n.Restart()
+		}
+		code := <-done
+		if code == 0 || len(lines(errOut.String())) != 1 || strings.Contains(errOut.String(), "reconnecting") {
+			t.Errorf("%v: exit %d, stderr %q", extra, code, errOut.String())
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/bench"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/mqttclient"
 )
 
 // SubCmd subscribes and prints messages: sextant sub -t FILTER.
@@ -27,6 +28,11 @@ as one JSON object per line: topic, qos, retain, payload (payload_base64 when no
 properties, and sx-index when the broker sent it (Sextant's sequenced topics). With
 --latency, messages stamped by 'sextant pub --stamp' (or by 'sextant bench') get their
 end-to-end latency printed, and a summary with percentiles is printed at exit.
+
+When the connection is lost (the broker restarted, the network dropped), sub reconnects,
+waiting 250 ms and doubling up to 30 s between attempts, and subscribes again unless the
+broker kept the session (-c). It exits instead when the broker refused it for good (bad
+credentials, not authorized, session taken over by another client), or with --no-reconnect.
 
 Examples:
   sextant sub -t 'sensors/#' -v
@@ -54,6 +60,8 @@ type subFlags struct {
 	NoRetained bool `short:"R" name:"no-retained" group:"Output" help:"Do not print messages that arrive with the retain flag."`
 	NoEOL      bool `short:"N" name:"no-eol" group:"Output" help:"Do not print a newline after each payload."`
 	ExitAfter  bool `short:"E" name:"exit-after-subscribe" group:"Output" help:"Exit once subscribed (to set up a persistent session)."`
+
+	NoReconnect bool `name:"no-reconnect" group:"Broker" help:"Exit when the connection is lost instead of reconnecting."`
 
 	Debug bool `short:"d" name:"debug" help:"Print every packet sent and received on stderr."`
 }
@@ -95,7 +103,11 @@ func (c *SubCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
 
 	var timeout <-chan time.Time
 	if f.Wait > 0 {
@@ -114,19 +126,36 @@ func (c *SubCmd) Run(e *env) error {
 		}
 	}
 	var res error
-	if sp != nil && !f.ExitAfter {
+	timedOut := &exitError{code: 27, err: fmt.Errorf("sub: timed out after %ds", f.Wait)}
+wait:
+	for sp != nil && !f.ExitAfter {
 		select {
 		case <-pr.done:
+			break wait
 		case <-e.ctx.Done():
+			break wait
 		case <-timeout:
-			res = &exitError{code: 27, err: fmt.Errorf("sub: timed out after %ds", f.Wait)}
+			res = timedOut
+			break wait
 		case <-cl.Done():
-			res = cl.Err()
+			lost := cl.Err()
+			if f.NoReconnect || !reconnectable(lost) {
+				res = lost
+				break wait
+			}
+			cl.Close()
+			cl, res = f.reconnect(e, o, sp, lost, pr.done, timeout, timedOut)
+			if cl == nil {
+				break wait
+			}
 		}
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	derr := cl.Disconnect(dctx, nil)
+	var derr error
+	if cl != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		derr = cl.Disconnect(dctx, nil)
+	}
 	// The client has stopped: the printer is ours now.
 	if pr.err != nil {
 		return fmt.Errorf("writing output: %w", pr.err)
@@ -141,6 +170,75 @@ func (c *SubCmd) Run(e *env) error {
 		return res
 	}
 	return derr
+}
+
+// Reconnection backoff of sub.
+const (
+	reconnectMin = 250 * time.Millisecond
+	reconnectMax = 30 * time.Second
+)
+
+// reconnect connects again after the connection was lost (cause), with
+// backoff, and subscribes again unless the broker kept the session. It
+// returns a nil client when it gives up: with a nil error when stop or the
+// command's context ended, timedOut when timeout fired, or the refusal that
+// makes retrying pointless.
+func (f *subFlags) reconnect(e *env, o mqttclient.Options, sp *packet.Subscribe, cause error,
+	stop <-chan struct{}, timeout <-chan time.Time, timedOut error) (*mqttclient.Client, error) {
+	fmt.Fprintf(e.stderr, "sextant: sub: %v; reconnecting\n", cause)
+	delay := reconnectMin
+	for {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+			return nil, nil
+		case <-e.ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-timeout:
+			t.Stop()
+			return nil, timedOut
+		}
+		delay = min(2*delay, reconnectMax)
+		cl, err := f.dial(e.ctx, o)
+		if err == nil && !cl.Server().SessionPresent {
+			if _, err = cl.Subscribe(e.ctx, sp); err != nil {
+				cl.Close()
+				err = fmt.Errorf("subscribe: %w", err)
+			}
+		}
+		if err == nil {
+			fmt.Fprintf(e.stderr, "sextant: sub: reconnected (session present: %v)\n", cl.Server().SessionPresent)
+			return cl, nil
+		}
+		if e.ctx.Err() != nil {
+			return nil, nil
+		}
+		if !reconnectable(err) {
+			return nil, err
+		}
+		fmt.Fprintf(e.stderr, "sextant: sub: %v; retrying in %v\n", err, delay)
+	}
+}
+
+// reconnectable reports whether a lost connection or a failed reconnection
+// is worth retrying: not when the broker refused this client for good, nor
+// when it (or our own arguments) broke the protocol.
+func reconnectable(err error) bool {
+	var re *mqttclient.ReasonError
+	if errors.As(err, &re) {
+		switch re.Code {
+		case packet.SessionTakenOver, packet.NotAuthorized, packet.Banned, packet.BadUserNameOrPassword,
+			packet.ClientIdentifierNotValid, packet.UnsupportedProtocolVersion, packet.BadAuthenticationMethod,
+			packet.AdministrativeAction, packet.ProtocolError, packet.MalformedPacket, packet.TopicFilterInvalid:
+			return false
+		}
+		return true
+	}
+	return err != nil && !errors.Is(err, mqttclient.ErrProtocol) && !errors.Is(err, mqttclient.ErrBadURL) &&
+		!errors.Is(err, mqttclient.ErrNotAllowed) && !errors.Is(err, mqttclient.ErrClosed)
 }
 
 // subscribePacket builds the SUBSCRIBE (nil when only unsubscribing).

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
@@ -45,8 +46,8 @@ type ReasonError struct {
 }
 
 func (e *ReasonError) Error() string {
-	s := fmt.Sprintf("%s: %s (0x%02x)", e.Packet, e.Code, byte(e.Code))
-	if e.Reason != "" {
+	s := fmt.Sprintf("%s: %s", e.Packet, e.Code) // the code's String has its number
+	if e.Reason != "" && !strings.HasPrefix(e.Code.String(), e.Reason+" (") {
 		s += ": " + e.Reason
 	}
 	if e.ServerReference != "" {
