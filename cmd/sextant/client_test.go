@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -281,24 +279,6 @@ func TestSubCountsOnlyWhatItPrints(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an output buffer a test reads while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSubReconnectsAfterTheBrokerRestarts: sub survives a broker restart.
 // With a persistent session it resumes it (a message published while it was
 // away arrives); with a clean session it subscribes again.
@@ -311,7 +291,7 @@ func TestSubReconnectsAfterTheBrokerRestarts(t *testing.T) {
 			if persistent {
 				args = append(args, "-c", "-x", "300")
 			}
-			var out, errOut lockedBuffer
+			var out, errOut brokertest.LockedBuffer
 			done := make(chan int, 1)
 			go func() { done <- run(context.Background(), args, nil, &out, &errOut) }()
 			subscribed := func(n *brokertest.Node) func() bool {
@@ -351,7 +331,7 @@ func TestSubExitsWhenRefusedForGood(t *testing.T) {
 	n := brokertest.Start(t, brokertest.Config(t))
 	h, p, _ := net.SplitHostPort(n.MQTT())
 	for _, extra := range [][]string{nil, {"--no-reconnect"}} {
-		var out, errOut lockedBuffer
+		var out, errOut brokertest.LockedBuffer
 		done := make(chan int, 1)
 		args := append([]string{"sub", "-h", h, "-p", p, "-t", "rf/x", "-i", "rf-sub", "-W", "60"}, extra...)
 		go func() { done <- run(context.Background(), args, nil, &out, &errOut) }()

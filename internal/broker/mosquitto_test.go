@@ -1,11 +1,9 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,26 +61,10 @@ func (m *mosquitto) subscribeOnce(args ...string) []string {
 // subProc is a running mosquitto_sub.
 type subProc struct {
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  brokertest.LockedBuffer
 	done chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(b)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // subscribe starts mosquitto_sub with args and waits until the node holds
 // one subscription more than before. (mosquitto_sub's own output is block

@@ -65,7 +65,7 @@ type Process struct {
 	Cmd  *exec.Cmd
 	Addr string // MQTT address
 
-	out  *lockedBuffer
+	out  *LockedBuffer
 	done chan struct{}
 }
 
@@ -75,7 +75,7 @@ type Process struct {
 func StartProcess(t testing.TB, bin, addr string, args ...string) *Process {
 	t.Helper()
 	argv := append([]string{"serve", "--mqtt-addr", addr, "--ws-addr", "", "--admin-addr", ""}, args...)
-	p := &Process{T: t, Cmd: exec.Command(bin, argv...), Addr: addr, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &Process{T: t, Cmd: exec.Command(bin, argv...), Addr: addr, out: &LockedBuffer{}, done: make(chan struct{})}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("brokertest: start %s: %v", bin, err)
@@ -123,18 +123,22 @@ func (p *Process) Stop() {
 // Output is what the process wrote so far.
 func (p *Process) Output() string { return p.out.String() }
 
-type lockedBuffer struct {
+// LockedBuffer is an output buffer a test reads while a process or a
+// command writes it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(b []byte) (int, error) {
+// Write appends b.
+func (l *LockedBuffer) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(b)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns what was written so far.
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
