@@ -302,6 +302,11 @@ func TestSubReconnectsAfterTheBrokerRestarts(t *testing.T) {
 			brokertest.Eventually(t, 10*time.Second, subscribed(n), "sub subscribed")
 			mustRun(t, "pub", "-h", h, "-p", p, "-t", "rc/x", "-q", "1", "-m", "one")
 			brokertest.Eventually(t, 10*time.Second, func() bool { return out.String() == "one\n" }, "first message printed")
+			// Restart once the broker has the PUBACK: an unacknowledged QoS 1
+			// message would rightly be sent again.
+			brokertest.Eventually(t, 10*time.Second, func() bool {
+				return brokertest.Value(n.Metrics().InflightMessages) == 0
+			}, "first message acknowledged")
 
 			n = n.Restart()
 			if persistent {
@@ -330,7 +335,12 @@ func TestSubReconnectsAfterTheBrokerRestarts(t *testing.T) {
 func TestSubExitsWhenRefusedForGood(t *testing.T) {
 	n := brokertest.Start(t, brokertest.Config(t))
 	h, p, _ := net.SplitHostPort(n.MQTT())
-	for _, extra := range [][]string{nil, {"--no-reconnect"}} {
+	for _, tc := range []struct {
+		extra []string
+		why   string
+	}{{nil, "session taken over"}, {[]string{"--no-reconnect"}, "server shutting down"}} {
+		extra := tc.extra
+		brokertest.Eventually(t, 10*time.Second, func() bool { return n.Broker().Stats().Online == 0 }, "no client connected")
 		var out, errOut brokertest.LockedBuffer
 		done := make(chan int, 1)
 		args := append([]string{"sub", "-h", h, "-p", p, "-t", "rf/x", "-i", "rf-sub", "-W", "60"}, extra...)
@@ -342,7 +352,7 @@ func TestSubExitsWhenRefusedForGood(t *testing.T) {
 			n = n.Restart()
 		}
 		code := <-done
-		if code == 0 || len(lines(errOut.String())) != 1 || strings.Contains(errOut.String(), "reconnecting") {
+		if e := errOut.String(); code != 1 || len(lines(e)) != 1 || !strings.Contains(e, tc.why) {
 			t.Errorf("%v: exit %d, stderr %q", extra, code, errOut.String())
 		}
 	}
