@@ -145,6 +145,9 @@ type Cluster struct {
 		entries map[string]holding      // client id -> who holds it, for ids this node owns
 		local   map[string]localSession // sessions held here
 		handing map[string]handing      // sessions exported to another node, kept until it confirms
+		// abandoned: hand-overs this node gave up (client id -> when), for
+		// their holders' settleHandings to ask about.
+		abandoned map[string]time.Time
 	}
 	mu struct {
 		sync.Mutex
@@ -219,6 +222,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.dir.entries = map[string]holding{}
 	c.dir.local = map[string]localSession{}
 	c.dir.handing = map[string]handing{}
+	c.dir.abandoned = map[string]time.Time{}
 	// Stamps issued after a restart must follow those of the retained
 	// messages kept from before.
 	cfg.Broker.RetainedMessages(func(m *message.Message) bool {
@@ -360,6 +364,12 @@ func (c *Cluster) serve(ctx context.Context, node string, method byte, body []by
 		}
 		c.release(node, id)
 		return nil, nil
+	case methodSettle:
+		id, err := decodeClientID(body)
+		if err != nil {
+			return nil, err
+		}
+		return c.settled(id), nil
 	case methodRestore:
 		mine, prev, err := decodeRestore(body)
 		if err != nil {

@@ -22,7 +22,7 @@ type holding struct {
 // handing is a session exported to another node (to) and kept here, offline,
 // until that node confirms it has it (methodRelease). If the answer was
 // lost, the new node asks again and gets a fresh snapshot; if it never
-// confirms, the directory decides after handingHold which copy stands.
+// confirms, settleHandings asks it after handingHold which copy stands.
 type handing struct {
 	to string
 	st *broker.SessionState
@@ -64,6 +64,7 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	own := c.ownerOf(clientID)
 	c.dir.Lock()
 	c.dir.local[clientID] = localSession{stamp: stamp}
+	delete(c.dir.abandoned, clientID) // this CONNECT supersedes it
 	c.dir.Unlock()
 	mine := claim{ClientID: clientID, Node: c.id, Stamp: stamp}
 	var prev claim
@@ -164,6 +165,7 @@ func (c *Cluster) abandon(own string, mine, prev claim) {
 	if ls, ok := c.dir.local[mine.ClientID]; ok && ls.stamp == mine.Stamp {
 		delete(c.dir.local, mine.ClientID)
 	}
+	c.dir.abandoned[mine.ClientID] = c.clock.Now()
 	c.dir.Unlock()
 	if own == c.id {
 		c.restore(mine, prev)
@@ -220,27 +222,100 @@ func (c *Cluster) release(node, clientID string) {
 }
 
 // handingHold is how long an exported session waits for its release before
-// the directory decides between the copies.
+// its holder asks the new node what became of it.
 func (c *Cluster) handingHold() time.Duration { return 2 * c.cfg.DirectoryTimeout }
 
-// settleHandings handles exports never released: the release was lost, or
-// the new node gave up. This node registers its copy again; the owner keeps
-// it if the new node's claim was abandoned, and otherwise tells this node
-// its copy is stale, which drops it.
+// settleHandings handles exports never released: either the release was
+// lost (the new node has the session: the copy here is stale) or the new
+// node abandoned the hand-over (the copy here is the session). The holder
+// asks the new node which (methodSettle); until it can, it keeps its copy.
+// A kept copy is registered again with a fresh claim, since the abandoned
+// claim may still be the directory's entry if its restore was lost.
 func (c *Cluster) settleHandings() {
 	now := c.clock.Now()
+	type due struct {
+		id string
+		h  handing
+	}
+	var work []due
 	c.dir.Lock()
-	defer c.dir.Unlock()
 	for id, h := range c.dir.handing {
-		if now.Sub(h.at) < c.handingHold() {
-			continue
-		}
-		delete(c.dir.handing, id)
-		c.metrics.moving.Set(float64(len(c.dir.handing)))
-		if ls, ok := c.dir.local[id]; ok {
-			c.dir.local[id] = localSession{stamp: ls.stamp} // registered again by resyncDirectory
+		if now.Sub(h.at) >= c.handingHold() {
+			work = append(work, due{id, h})
 		}
 	}
+	for id, at := range c.dir.abandoned {
+		if now.Sub(at) >= abandonedTTL*c.handingHold() {
+			delete(c.dir.abandoned, id)
+		}
+	}
+	c.dir.Unlock()
+	for _, w := range work {
+		abandoned, err := c.askSettle(w.h.to, w.id)
+		if err != nil {
+			c.log.Debug("cluster: cannot settle a hand-over yet", "client", w.id, "node", w.h.to, "err", err)
+			continue
+		}
+		c.dir.Lock()
+		if cur, ok := c.dir.handing[w.id]; !ok || cur.at != w.h.at || cur.to != w.h.to {
+			c.dir.Unlock()
+			continue // asked for again, or released, meanwhile
+		}
+		delete(c.dir.handing, w.id)
+		c.metrics.moving.Set(float64(len(c.dir.handing)))
+		if abandoned {
+			if _, ok := c.dir.local[w.id]; ok {
+				c.dir.local[w.id] = localSession{stamp: c.hlc.now()} // registered by resyncDirectory
+			}
+		}
+		c.dir.Unlock()
+		if abandoned {
+			c.log.Info("cluster: a hand-over was abandoned; keeping the session here", "client", w.id, "node", w.h.to)
+		} else {
+			c.log.Info("cluster: a hand-over's release was lost; dropping the copy here", "client", w.id, "node", w.h.to)
+			c.metrics.staleSessions.Inc()
+			c.b.ReleaseSession(w.h.st)
+		}
+	}
+}
+
+// abandonedTTL bounds, in handing holds, how long a node remembers a
+// hand-over it abandoned, for the holder to ask.
+const abandonedTTL = 10
+
+// askSettle asks node whether it abandoned its hand-over of clientID. A
+// node that is no longer alive cannot have the session in use: the copy
+// here is kept.
+func (c *Cluster) askSettle(node, clientID string) (abandoned bool, err error) {
+	if !c.alive(node) {
+		return true, nil
+	}
+	l := c.peers.Link(node)
+	if l == nil || !l.Up() {
+		return false, fmt.Errorf("no link to %s", node)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DirectoryTimeout)
+	defer cancel()
+	out, err := l.Call(ctx, methodSettle, appendClientID(nil, clientID))
+	if err != nil {
+		return false, err
+	}
+	if len(out) != 1 || out[0] > 1 {
+		return false, fmt.Errorf("%w: settle answer", ErrCorrupt)
+	}
+	return out[0] == 1, nil
+}
+
+// settled answers a holder's methodSettle: whether this node abandoned a
+// hand-over of clientID (and forgets it, the holder now keeps the session).
+func (c *Cluster) settled(clientID string) []byte {
+	c.dir.Lock()
+	defer c.dir.Unlock()
+	if _, ok := c.dir.abandoned[clientID]; ok {
+		delete(c.dir.abandoned, clientID)
+		return []byte{1}
+	}
+	return []byte{0}
 }
 
 // SessionEnded implements broker.Cluster: the owner forgets the entry if it

@@ -17,12 +17,18 @@ import (
 // only). Node 1 and 2 are 400 ms apart, so a hand-over answer is on the
 // wire for 200 ms: long enough to cut the link under it.
 func handOverSetup(t *testing.T, n int, opts ...func(*Options)) (c *Cluster, id string, want []string) {
+	return handOverSetupOwned(t, n, 2, opts...)
+}
+
+// handOverSetupOwned is handOverSetup with the client id's directory owner
+// chosen: node index owner.
+func handOverSetupOwned(t *testing.T, n, owner int, opts ...func(*Options)) (c *Cluster, id string, want []string) {
 	c = Start(t, 3, nil, opts...)
 	n1, n3 := c.Node(0), c.Node(2)
 	ids := []string{c.Node(0).ID, c.Node(1).ID, n3.ID}
 	for i := 0; ; i++ {
 		id = fmt.Sprintf("mover-%d", i)
-		if cluster.DirectoryOwner(id, ids) == n3.ID {
+		if cluster.DirectoryOwner(id, ids) == ids[owner] {
 			break
 		}
 	}
@@ -150,5 +156,82 @@ func TestAbandonedHandOverKeepsTheSession(t *testing.T) {
 			t.Fatalf("after the retried move got %v, want %v", got, want)
 		}
 		c.Eventually("node 1 released the session", func() bool { return n1.Broker.Stats().Sessions == 0 })
+	})
+}
+
+// TestAbandonedHandOverWithTheOwnerCutOff: as above, but the directory
+// owner is the old node itself, so the new node's request to restore the
+// old claim is lost with the cut. Once the link is back, the old node asks
+// the new one what became of the hand-over, learns it was abandoned, keeps
+// the session and registers it again; the client's retry gets it.
+func TestAbandonedHandOverWithTheOwnerCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, id, want := handOverSetupOwned(t, 20, 0)
+		n1, n2 := c.Node(0), c.Node(1)
+		done := resumeAsync(n2, id)
+		cutUnderTheAnswer(c)
+		if r := <-done; r.cl == nil || r.cl.Connack.ReasonCode != packet.ServerUnavailable {
+			t.Fatalf("CONNECT during a cut hand-over: %v, want CONNACK Server Unavailable", r.err)
+		}
+		time.Sleep(time.Minute) // lint:sleep-ok fake time: node 1 tries to settle while still cut off
+		if s := n1.Broker.Stats().Sessions; s != 1 {
+			t.Fatalf("node 1 holds %d sessions while cut off, want its copy kept", s)
+		}
+		c.Heal(0, 1)
+		c.Eventually("node 1 settled the hand-over", func() bool {
+			return n1.Gather("sextant_cluster_sessions_moving", nil) == 0
+		})
+		cl, err := n2.TryConnect(id, ConnectOptions{Resume: true, SessionExpiry: 300})
+		if err != nil {
+			t.Fatalf("CONNECT retried on node 2: %v", err)
+		}
+		if !cl.Connack.SessionPresent {
+			t.Fatal("the retried CONNECT got a fresh session")
+		}
+		var got []string
+		for _, m := range cl.Collect(len(want)) {
+			got = append(got, m.Payload)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after the retried move got %v, want %v", got, want)
+		}
+	})
+}
+
+// TestHandOverReleaseLostDropsTheOldCopy: the session arrives on node 2 but
+// the release to node 1 is lost with the link. Node 1 asks node 2, learns
+// the session is in use there, and drops its copy; the client keeps working
+// on node 2.
+func TestHandOverReleaseLostDropsTheOldCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, id, want := handOverSetup(t, 5)
+		n1, n2, n3 := c.Node(0), c.Node(1), c.Node(2)
+		cl, err := n2.TryConnect(id, ConnectOptions{Resume: true, SessionExpiry: 300})
+		if err != nil || !cl.Connack.SessionPresent {
+			t.Fatalf("CONNECT on node 2: %v", err)
+		}
+		c.Partition(0, 1) // the release is 200 ms from node 1
+		c.Eventually("link from node 2 to node 1 down", func() bool {
+			l := n2.Cluster.Peers().Link(n1.ID)
+			return l == nil || !l.Up()
+		})
+		c.Heal(0, 1)
+		c.Eventually("node 1 dropped its copy", func() bool {
+			return n1.Broker.Stats().Sessions == 0 && n1.Gather("sextant_cluster_sessions_moving", nil) == 0
+		})
+		if got := n1.Gather("sextant_cluster_stale_sessions_total", nil); got != 1 {
+			t.Errorf("node 1 counted %v stale sessions, want 1", got)
+		}
+		var got []string
+		for _, m := range cl.Collect(len(want)) {
+			got = append(got, m.Payload)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("on node 2 got %v, want %v", got, want)
+		}
+		n3.Connect("pub2", ConnectOptions{}).Publish("q/z", 1, false, "later")
+		if m := cl.Next(); m.Payload != "later" {
+			t.Fatalf("after the settle got %v", m)
+		}
 	})
 }
