@@ -293,6 +293,14 @@ func (b *Broker) importSession(id string, v packet.Version, expiry uint32, st *S
 	return s
 }
 
+// HoldsSession reports whether a session for clientID lives here
+// (connected or not).
+func (b *Broker) HoldsSession(clientID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.sessions[clientID] != nil
+}
+
 // RetainedMessages calls fn for every retained message held, for a full
 // retained sync with a node that joins.
 func (b *Broker) RetainedMessages(fn func(*message.Message) bool) { b.retained.All(fn) }

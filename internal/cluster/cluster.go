@@ -31,6 +31,7 @@ type Broker interface {
 	HandOver(clientID string, cleanStart bool) (*broker.SessionState, error)
 	ExportSession(clientID string) (*broker.SessionState, error)
 	ReleaseSession(st *broker.SessionState)
+	HoldsSession(clientID string) bool
 	RetainedMessages(fn func(*message.Message) bool)
 	SessionIDs() []string
 }
@@ -145,9 +146,6 @@ type Cluster struct {
 		entries map[string]holding      // client id -> who holds it, for ids this node owns
 		local   map[string]localSession // sessions held here
 		handing map[string]handing      // sessions exported to another node, kept until it confirms
-		// abandoned: hand-overs this node gave up (client id -> when), for
-		// their holders' settleHandings to ask about.
-		abandoned map[string]time.Time
 	}
 	mu struct {
 		sync.Mutex
@@ -222,7 +220,6 @@ func New(cfg Config) (*Cluster, error) {
 	c.dir.entries = map[string]holding{}
 	c.dir.local = map[string]localSession{}
 	c.dir.handing = map[string]handing{}
-	c.dir.abandoned = map[string]time.Time{}
 	// Stamps issued after a restart must follow those of the retained
 	// messages kept from before.
 	cfg.Broker.RetainedMessages(func(m *message.Message) bool {

@@ -64,7 +64,6 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	own := c.ownerOf(clientID)
 	c.dir.Lock()
 	c.dir.local[clientID] = localSession{stamp: stamp}
-	delete(c.dir.abandoned, clientID) // this CONNECT supersedes it
 	c.dir.Unlock()
 	mine := claim{ClientID: clientID, Node: c.id, Stamp: stamp}
 	var prev claim
@@ -165,7 +164,6 @@ func (c *Cluster) abandon(own string, mine, prev claim) {
 	if ls, ok := c.dir.local[mine.ClientID]; ok && ls.stamp == mine.Stamp {
 		delete(c.dir.local, mine.ClientID)
 	}
-	c.dir.abandoned[mine.ClientID] = c.clock.Now()
 	c.dir.Unlock()
 	if own == c.id {
 		c.restore(mine, prev)
@@ -228,9 +226,10 @@ func (c *Cluster) handingHold() time.Duration { return 2 * c.cfg.DirectoryTimeou
 // settleHandings handles exports never released: either the release was
 // lost (the new node has the session: the copy here is stale) or the new
 // node abandoned the hand-over (the copy here is the session). The holder
-// asks the new node which (methodSettle); until it can, it keeps its copy.
-// A kept copy is registered again with a fresh claim, since the abandoned
-// claim may still be the directory's entry if its restore was lost.
+// asks the new node whether it holds the session (methodSettle); until it
+// can, it keeps its copy. A kept copy is registered again with a fresh
+// claim, since the abandoned claim may still be the directory's entry if
+// its restore was lost.
 func (c *Cluster) settleHandings() {
 	now := c.clock.Now()
 	type due struct {
@@ -242,11 +241,6 @@ func (c *Cluster) settleHandings() {
 	for id, h := range c.dir.handing {
 		if now.Sub(h.at) >= c.handingHold() {
 			work = append(work, due{id, h})
-		}
-	}
-	for id, at := range c.dir.abandoned {
-		if now.Sub(at) >= abandonedTTL*c.handingHold() {
-			delete(c.dir.abandoned, id)
 		}
 	}
 	c.dir.Unlock()
@@ -279,13 +273,9 @@ func (c *Cluster) settleHandings() {
 	}
 }
 
-// abandonedTTL bounds, in handing holds, how long a node remembers a
-// hand-over it abandoned, for the holder to ask.
-const abandonedTTL = 10
-
-// askSettle asks node whether it abandoned its hand-over of clientID. A
-// node that is no longer alive cannot have the session in use: the copy
-// here is kept.
+// askSettle asks node whether the hand-over of clientID to it is
+// abandoned: whether node does not hold the session. A node that is no
+// longer alive cannot have the session in use: the copy here is kept.
 func (c *Cluster) askSettle(node, clientID string) (abandoned bool, err error) {
 	if !c.alive(node) {
 		return true, nil
@@ -306,16 +296,14 @@ func (c *Cluster) askSettle(node, clientID string) (abandoned bool, err error) {
 	return out[0] == 1, nil
 }
 
-// settled answers a holder's methodSettle: whether this node abandoned a
-// hand-over of clientID (and forgets it, the holder now keeps the session).
+// settled answers a holder's methodSettle: 0 if the session is held here
+// (the hand-over arrived and only its release was lost), 1 if not (it was
+// abandoned, or has ended here since): the holder keeps its copy.
 func (c *Cluster) settled(clientID string) []byte {
-	c.dir.Lock()
-	defer c.dir.Unlock()
-	if _, ok := c.dir.abandoned[clientID]; ok {
-		delete(c.dir.abandoned, clientID)
-		return []byte{1}
+	if c.b.HoldsSession(clientID) {
+		return []byte{0}
 	}
-	return []byte{0}
+	return []byte{1}
 }
 
 // SessionEnded implements broker.Cluster: the owner forgets the entry if it

@@ -33,6 +33,7 @@ func (b *fakeBroker) HandOver(string, bool) (*broker.SessionState, error) {
 }
 func (b *fakeBroker) ExportSession(string) (*broker.SessionState, error) { return nil, nil }
 func (b *fakeBroker) ReleaseSession(*broker.SessionState)                {}
+func (b *fakeBroker) HoldsSession(string) bool                           { return false }
 func (b *fakeBroker) RetainedMessages(func(*message.Message) bool)       {}
 func (b *fakeBroker) SessionIDs() []string                               { return nil }
 

@@ -25,7 +25,7 @@ const (
 	methodPing       byte = 6 // any node: answer at once (round-trip probe)
 	methodRelease    byte = 7 // holder (notification): the session it sent arrived; end it there
 	methodRestore    byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
-	methodSettle     byte = 9 // new node: did you abandon this hand-over? answer: 1 (yes, the holder keeps it) or 0
+	methodSettle     byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0
 )
 
 // stateVersion is the first byte of an encoded session state.
