@@ -67,6 +67,9 @@ type Broker struct {
 		conns     int
 		online    int
 		closing   bool
+		// tombstones: retained deletions loaded from the store, until the
+		// cluster layer takes them (RetainedTombstones).
+		tombstones []*message.Message
 	}
 
 	stop    chan struct{}

@@ -301,6 +301,28 @@ func (b *Broker) HoldsSession(clientID string) bool {
 	return b.mu.sessions[clientID] != nil
 }
 
+// RetainedTombstones returns, once, the retained deletions loaded from the
+// store (empty-payload messages with the cluster's stamp), for the cluster
+// layer to keep enforcing them.
+func (b *Broker) RetainedTombstones() []*message.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.mu.tombstones
+	b.mu.tombstones = nil
+	return t
+}
+
+// ForgetTombstone removes the stored tombstone of a retained deletion once
+// the cluster no longer needs it, unless a message was retained since.
+func (b *Broker) ForgetTombstone(topic string, stamp uint64) {
+	if b.store == nil {
+		return
+	}
+	var bt store.Batch
+	bt.DeleteRetainedTombstone(topic, stamp)
+	b.commitBehind(&bt)
+}
+
 // RetainedMessages calls fn for every retained message held, for a full
 // retained sync with a node that joins.
 func (b *Broker) RetainedMessages(fn func(*message.Message) bool) { b.retained.All(fn) }

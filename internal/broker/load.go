@@ -17,6 +17,10 @@ import (
 func (b *Broker) load() error {
 	now := b.clock.Now()
 	if err := b.store.LoadRetained(func(m *message.Message) error {
+		if len(m.Payload) == 0 {
+			b.mu.tombstones = append(b.mu.tombstones, m)
+			return nil
+		}
 		if m.Expired(now) {
 			return nil
 		}

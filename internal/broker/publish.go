@@ -254,9 +254,12 @@ func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur
 		return false
 	}
 	if b.store != nil && !isSys(m.Topic) {
-		if len(m.Payload) == 0 {
+		if len(m.Payload) == 0 && m.Stamp == 0 {
 			ps.Add().DeleteRetained(m.Topic)
 		} else {
+			// A cluster's (stamped) deletion is kept as a tombstone, so that
+			// after a restart an older copy from another node cannot come
+			// back; the cluster removes it after its TTL (ForgetTombstone).
 			ps.Add().PutRetained(m)
 		}
 	}

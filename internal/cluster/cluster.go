@@ -33,6 +33,8 @@ type Broker interface {
 	ReleaseSession(st *broker.SessionState)
 	HoldsSession(clientID string) bool
 	RetainedMessages(fn func(*message.Message) bool)
+	RetainedTombstones() []*message.Message
+	ForgetTombstone(topic string, stamp uint64)
 	SessionIDs() []string
 }
 
@@ -226,6 +228,7 @@ func New(cfg Config) (*Cluster, error) {
 		c.hlc.observe(m.Stamp)
 		return true
 	})
+	c.loadTombstones(cfg.Broker.RetainedTombstones())
 	var err error
 	c.peers, err = peer.New(peer.Config{
 		NodeID: cfg.NodeID, Listener: cfg.Listener, Dial: cfg.Dial, TLS: cfg.TLS, Handler: links{c},

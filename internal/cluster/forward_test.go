@@ -34,6 +34,8 @@ func (b *fakeBroker) HandOver(string, bool) (*broker.SessionState, error) {
 func (b *fakeBroker) ExportSession(string) (*broker.SessionState, error) { return nil, nil }
 func (b *fakeBroker) ReleaseSession(*broker.SessionState)                {}
 func (b *fakeBroker) HoldsSession(string) bool                           { return false }
+func (b *fakeBroker) RetainedTombstones() []*message.Message             { return nil }
+func (b *fakeBroker) ForgetTombstone(string, uint64)                     {}
 func (b *fakeBroker) RetainedMessages(func(*message.Message) bool)       {}
 func (b *fakeBroker) SessionIDs() []string                               { return nil }
 

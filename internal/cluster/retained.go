@@ -89,14 +89,36 @@ func (c *Cluster) retainedSnapshot() [][]byte {
 	return out
 }
 
-// sweepTombstones forgets deletions older than TombstoneTTL.
+// sweepTombstones forgets deletions older than TombstoneTTL, here and in
+// the store.
 func (c *Cluster) sweepTombstones() {
 	now := c.clock.Now()
+	var gone []message.Message
 	c.retained.Lock()
-	defer c.retained.Unlock()
 	for t, ts := range c.retained.tombs {
 		if now.After(ts.expires) {
 			delete(c.retained.tombs, t)
+			gone = append(gone, message.Message{Topic: t, Stamp: ts.stamp})
 		}
+	}
+	c.retained.Unlock()
+	for _, m := range gone {
+		c.b.ForgetTombstone(m.Topic, m.Stamp)
+	}
+}
+
+// loadTombstones takes the deletions the broker kept in its store: each
+// lasts TombstoneTTL from the time in its stamp (expired ones go at the next
+// sweep, which also removes them from the store).
+func (c *Cluster) loadTombstones(ms []*message.Message) {
+	c.retained.Lock()
+	defer c.retained.Unlock()
+	for _, m := range ms {
+		c.hlc.observe(m.Stamp)
+		expires := time.UnixMilli(int64(m.Stamp >> logicalBits)).Add(c.cfg.TombstoneTTL)
+		if cur, ok := c.retained.tombs[m.Topic]; ok && !newerThan(m.Stamp, m.Origin, cur.stamp, cur.origin) {
+			continue
+		}
+		c.retained.tombs[m.Topic] = tombstone{stamp: m.Stamp, origin: m.Origin, expires: expires}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"maps"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/message"
 )
 
@@ -114,5 +116,73 @@ func TestRetainedSyncAfterRestart(t *testing.T) {
 			t.Fatalf("after restart node 2 holds r/d = %q", got)
 		}
 		waitRetained(c, map[string]string{"r/b": "b2", "r/c": "c", "r/d": "d"})
+	})
+}
+
+// TestRetainedDeletionSurvivesRestarts: every node that saw a deletion
+// restarts while the one node that missed it still holds the old message.
+// The deletion's tombstone, kept in the nodes' stores, stops the old copy
+// from coming back when that node rejoins, and deletes it there.
+func TestRetainedDeletionSurvivesRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 3, nil, func(o *Options) { o.Store = true })
+		p1 := c.Node(0).Connect("p1", ConnectOptions{})
+		p1.Publish("r/t", 1, true, "old")
+		p1.Publish("r/keep", 1, true, "k")
+		waitRetained(c, map[string]string{"r/t": "old", "r/keep": "k"})
+
+		c.Kill(2) // misses the deletion
+		p1.Publish("r/t", 1, true, "")
+		waitRetained(c, map[string]string{"r/keep": "k"})
+		p1.Close()
+		c.Kill(0)
+		c.Kill(1)
+		c.Restart(0)
+		c.Restart(1)
+		c.Restart(2)
+		waitRetained(c, map[string]string{"r/keep": "k"})
+		// A new subscriber anywhere gets no r/t.
+		for _, n := range c.Nodes() {
+			s := n.Connect("s-"+n.ID, ConnectOptions{})
+			s.Subscribe(1, "r/#")
+			if m := s.Next(); m.Topic != "r/keep" {
+				t.Fatalf("%s: a subscriber got %v", n.ID, m)
+			}
+			if ms := s.Pending(); len(ms) != 0 {
+				t.Fatalf("%s: a subscriber also got %v", n.ID, ms)
+			}
+		}
+	})
+}
+
+// TestRetainedTombstoneLeavesTheStoreAfterItsTTL: a deletion's tombstone is
+// stored while it matters and removed from the store once its TTL passed.
+func TestRetainedTombstoneLeavesTheStoreAfterItsTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 2, nil, func(o *Options) {
+			o.Store = true
+			o.Cluster = func(cfg *cluster.Config) { cfg.TombstoneTTL = time.Minute }
+		})
+		stored := func(n *Node) map[string]string {
+			out := map[string]string{}
+			if err := n.Store.LoadRetained(func(m *message.Message) error {
+				out[m.Topic] = string(m.Payload)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		p := c.Node(0).Connect("p", ConnectOptions{})
+		p.Publish("r/t", 1, true, "v")
+		waitRetained(c, map[string]string{"r/t": "v"})
+		p.Publish("r/t", 1, true, "")
+		waitRetained(c, map[string]string{})
+		for _, n := range c.Nodes() {
+			c.Eventually(n.ID+" stores the tombstone", func() bool { return maps.Equal(stored(n), map[string]string{"r/t": ""}) })
+		}
+		for _, n := range c.Nodes() {
+			c.Eventually(n.ID+" forgets the tombstone", func() bool { return len(stored(n)) == 0 })
+		}
 	})
 }

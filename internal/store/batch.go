@@ -32,6 +32,7 @@ const (
 	opDeleteInbound
 	opPutRetained
 	opDeleteRetained
+	opDeleteRetainedTombstone
 )
 
 // span is a range of Batch.buf.
@@ -161,6 +162,18 @@ func (b *Batch) PutRetained(m *message.Message) {
 	b.buf = message.Append(b.buf, m)
 	o.val = span{off, len(b.buf)}
 	b.ops = append(b.ops, o)
+}
+
+// DeleteRetainedTombstone deletes topic's retained record only if it is the
+// tombstone of a deletion stamped stamp (an empty-payload record, which a
+// cluster keeps so that an older copy arriving late cannot bring the
+// message back). The check runs in the commit's transaction, so a retained
+// message stored since, in whatever order the batches commit, stays.
+func (b *Batch) DeleteRetainedTombstone(topic string, stamp uint64) {
+	if !b.ok(validateKey("retained topic", topic)) {
+		return
+	}
+	b.ops = append(b.ops, op{kind: opDeleteRetainedTombstone, name: b.appendString(topic), key: b.appendKey(stamp, 8)})
 }
 
 // DeleteRetained deletes the retained message of topic if there is one.

@@ -70,7 +70,8 @@
 // sessions/<client id> (session record); messages/<client id>/<seq as 8 bytes
 // big-endian> (queued message record); inbound/<client id>/<packet id as 2
 // bytes big-endian> (empty value); retained/<topic> (message.Append
-// encoding). Session and queued-message records start with a version byte;
+// encoding; an empty payload is a cluster's deletion tombstone, kept with
+// its stamp until DeleteRetainedTombstone or a newer message). Session and queued-message records start with a version byte;
 // messages inside them use message.Append. Client ids and retained topics are
 // bbolt keys and so are limited to 32768 bytes (MQTT allows 65535); longer
 // ones are rejected with ErrInvalid. The store does not enforce references

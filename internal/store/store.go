@@ -11,6 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/sextantmq/sextant/internal/message"
 )
 
 // Sentinel errors. Returned errors wrap them; test with errors.Is.
@@ -381,6 +383,16 @@ func (a *applier) apply(b *Batch, o op) error {
 	case opPutRetained:
 		return a.retained.Put(name, b.bytes(o.val))
 	case opDeleteRetained:
+		return a.retained.Delete(name)
+	case opDeleteRetainedTombstone:
+		v := a.retained.Get(name)
+		if v == nil {
+			return nil
+		}
+		m, err := message.Decode(v)
+		if err != nil || len(m.Payload) != 0 || m.Stamp != binary.BigEndian.Uint64(b.bytes(o.key)) {
+			return nil // a message, a newer tombstone, or a record for the loader to report
+		}
 		return a.retained.Delete(name)
 	}
 	return fmt.Errorf("store: unknown op %d", o.kind)

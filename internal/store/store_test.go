@@ -620,3 +620,40 @@ func TestLoadsCrossChunksAndStopOnCallbackError(t *testing.T) {
 		t.Fatalf("callback error: %v after %d calls", err, count)
 	}
 }
+
+// TestDeleteRetainedTombstoneOnlyDeletesThatTombstone: the conditional
+// delete removes a deletion tombstone with the given stamp, and leaves a
+// message stored since (in an earlier batch or the same one), a newer
+// tombstone, and a missing record alone.
+func TestDeleteRetainedTombstoneOnlyDeletesThatTombstone(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "state.db"), Options{})
+	tomb := func(topic string, stamp uint64) *message.Message {
+		return &message.Message{Topic: topic, Retain: true, Stamp: stamp, Origin: "n1"}
+	}
+	commit(t, s, func(b *Batch) {
+		b.PutRetained(tomb("gone", 7))
+		b.PutRetained(tomb("newer", 9))
+		b.PutRetained(tomb("replaced", 7))
+		b.PutRetained(tomb("same-batch", 7))
+	})
+	commit(t, s, func(b *Batch) {
+		m := sampleMessage("replaced", "back")
+		m.Stamp = 8
+		b.PutRetained(m)
+	})
+	commit(t, s, func(b *Batch) {
+		for _, topic := range []string{"gone", "newer", "replaced", "absent"} {
+			b.DeleteRetainedTombstone(topic, 7)
+		}
+		b.DeleteRetainedTombstone("same-batch", 7)
+		b.PutRetained(sampleMessage("same-batch", "new"))
+	})
+	got := map[string]string{}
+	for _, m := range load(t, s).retained {
+		got[m.Topic] = fmt.Sprintf("%q@%d", m.Payload, m.Stamp)
+	}
+	want := map[string]string{"newer": `""@9`, "replaced": `"back"@8`, "same-batch": `"new"@0`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("retained after the conditional deletes: %v, want %v", got, want)
+	}
+}
