@@ -65,7 +65,6 @@ type subProc struct {
 	done chan error
 }
 
-
 // subscribe starts mosquitto_sub with args and waits until the node holds
 // one subscription more than before. (mosquitto_sub's own output is block
 // buffered when it is not a terminal, so it cannot tell us.) Callers make
