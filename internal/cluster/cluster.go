@@ -122,7 +122,7 @@ type Cluster struct {
 	hlc     hlc
 
 	closed atomic.Bool
-	wg     sync.WaitGroup // member watcher, directory loop, RTT prober
+	wg     sync.WaitGroup // member watcher, directory loop, RTT prober, background registrations
 
 	rtt struct {
 		sync.Mutex
@@ -267,12 +267,30 @@ func (c *Cluster) Start() {
 // Close stops following membership, closes every peer link and waits for
 // the layer's goroutines. Calls from the broker after Close do nothing.
 func (c *Cluster) Close() error {
+	c.mu.Lock() // spawn checks closed under it: no goroutine starts after this
 	if c.closed.Swap(true) {
+		c.mu.Unlock()
 		return nil
 	}
+	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
 	return c.peers.Close()
+}
+
+// spawn runs f on a goroutine the layer owns (Close waits for it), unless
+// the layer is closed.
+func (c *Cluster) spawn(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
 }
 
 // NodeID implements broker.Cluster.
@@ -323,6 +341,13 @@ func (c *Cluster) serve(ctx context.Context, node string, method byte, body []by
 			return nil, err
 		}
 		return appendPrevious(nil, c.register(cl)), nil
+	case methodRegisterClean:
+		cl, err := decodeClaim(body)
+		if err != nil {
+			return nil, err
+		}
+		prev, superseded := c.registerClean(cl)
+		return appendRegistered(nil, prev, superseded), nil
 	case methodAssert:
 		holder, ids, stamps, err := decodeAssert(body)
 		if err != nil {

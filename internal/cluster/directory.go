@@ -50,10 +50,13 @@ func (c *Cluster) ownerOf(clientID string) string {
 // Takeover implements broker.Cluster. It registers this node as the
 // session's holder with the directory owner, and if another alive node held
 // the session, asks it to hand the session over (closing the client's
-// connection there). It fails, and the broker starts a fresh session, when
-// the owner or the holder cannot be reached in time; the session stays
-// registered here as a newer claim than any other, which the directory
-// loop registers once the owner is reachable.
+// connection there). A clean start does both in the background
+// (takeoverClean): nothing moves, so its CONNACK does not wait. Resuming
+// fails, and the broker starts a fresh session, when the owner cannot be
+// reached in time (the claim stays here, newer than any other, and the
+// directory loop registers it once the owner is reachable); when the holder
+// exported the session but its answer did not arrive, the error wraps
+// broker.ErrSessionMoving and the CONNECT is refused instead.
 func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool) (*broker.SessionState, error) {
 	if c.closed.Load() {
 		return nil, nil
@@ -66,6 +69,11 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	c.dir.local[clientID] = localSession{stamp: stamp}
 	c.dir.Unlock()
 	mine := claim{ClientID: clientID, Node: c.id, Stamp: stamp}
+	if cleanStart {
+		// Nothing moves: the CONNECT need not wait for the directory.
+		c.spawn(func() { c.takeoverClean(own, mine) })
+		return nil, nil
+	}
 	var prev claim
 	if own == c.id {
 		prev = c.register(mine)
@@ -125,6 +133,61 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	}
 	c.metrics.takeovers[takeoverMoved].Inc()
 	return st, nil
+}
+
+// takeoverClean registers a clean start's claim in the background: the
+// client already has its CONNACK. A session of the client on another node
+// is then discarded there (its connection closed, its will published), a
+// round trip after the new connection began rather than before it. If a
+// newer claim reached the owner first, this node's session is the stale
+// one, and the directory loop drops it; if the owner cannot be reached, the
+// loop registers the claim later.
+func (c *Cluster) takeoverClean(own string, mine claim) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DirectoryTimeout)
+	defer cancel()
+	var prev claim
+	var superseded bool
+	if own == c.id {
+		prev, superseded = c.registerClean(mine)
+	} else {
+		var err error
+		if l := c.peers.Link(own); l == nil {
+			err = fmt.Errorf("no link to %s", own)
+		} else {
+			var out []byte
+			if out, err = l.Call(ctx, methodRegisterClean, appendClaim(nil, mine)); err == nil {
+				prev, superseded, err = decodeRegistered(out)
+			}
+		}
+		if err != nil {
+			c.log.Debug("cluster: registering a clean start failed; the directory loop retries", "client", mine.ClientID, "err", err)
+			c.metrics.takeovers[takeoverFailed].Inc()
+			c.pokeDirectory()
+			return
+		}
+	}
+	c.dir.Lock()
+	if ls, ok := c.dir.local[mine.ClientID]; ok && ls.stamp == mine.Stamp && !superseded {
+		c.dir.local[mine.ClientID] = localSession{owner: own, stamp: mine.Stamp}
+	}
+	c.dir.Unlock()
+	switch {
+	case superseded:
+		c.pokeDirectory() // re-registering loses to the newer claim, which drops this copy
+		return
+	case prev.Node == "" || prev.Node == c.id:
+		c.metrics.takeovers[takeoverNone].Inc()
+		return
+	case !c.alive(prev.Node):
+		c.metrics.takeovers[takeoverLost].Inc()
+		return
+	}
+	if _, err := c.askHandOver(ctx, prev.Node, mine.ClientID, true); err != nil {
+		c.log.Info("cluster: discarding a clean start's old session failed", "client", mine.ClientID, "node", prev.Node, "err", err)
+		c.metrics.takeovers[takeoverFailed].Inc()
+		return
+	}
+	c.metrics.takeovers[takeoverNone].Inc()
 }
 
 // handOverRetry is the pause before asking a holder again after the link
@@ -339,6 +402,20 @@ func (c *Cluster) register(cl claim) claim {
 	prev := c.dir.entries[cl.ClientID]
 	c.dir.entries[cl.ClientID] = holding{node: cl.Node, stamp: cl.Stamp}
 	return claim{ClientID: cl.ClientID, Node: prev.node, Stamp: prev.stamp}
+}
+
+// registerClean records a clean start's claim, registered after its
+// CONNECT was answered, unless a newer claim got there first (superseded).
+func (c *Cluster) registerClean(cl claim) (prev claim, superseded bool) {
+	c.hlc.observe(cl.Stamp)
+	c.dir.Lock()
+	defer c.dir.Unlock()
+	cur, ok := c.dir.entries[cl.ClientID]
+	if ok && cur.stamp > cl.Stamp {
+		return claim{}, true
+	}
+	c.dir.entries[cl.ClientID] = holding{node: cl.Node, stamp: cl.Stamp}
+	return claim{ClientID: cl.ClientID, Node: cur.node, Stamp: cur.stamp}, false
 }
 
 // assert re-registers sessions a holder already has. A claim loses to a

@@ -219,6 +219,7 @@ func FuzzDirectoryBodies(f *testing.F) {
 		_, _ = decodeStringList(b)
 		_, _ = decodeClientID(b)
 		_, _ = decodePrevious(b)
+		_, _, _ = decodeRegistered(b)
 	})
 }
 
@@ -230,3 +231,31 @@ var _ clock.Clock = (*stepClock)(nil)
 func (c *stepClock) Now() time.Time                              { return c.t }
 func (c *stepClock) AfterFunc(time.Duration, func()) clock.Timer { panic("stepClock has no timers") }
 func (c *stepClock) NewTimer(time.Duration) clock.Timer          { panic("stepClock has no timers") }
+
+// TestRegisterCleanLosesToANewerClaim: a clean start's claim reaches the
+// owner after its CONNACK, so a newer claim may be there first; the late one
+// is refused (its node drops its copy), while an older entry is replaced.
+func TestRegisterCleanLosesToANewerClaim(t *testing.T) {
+	c := &Cluster{id: "n1"}
+	c.dir.entries = map[string]holding{}
+	c.register(claim{ClientID: "x", Node: "n2", Stamp: 10})
+	if _, superseded := c.registerClean(claim{ClientID: "x", Node: "n3", Stamp: 5}); !superseded {
+		t.Fatal("an older clean start replaced a newer claim")
+	}
+	prev, superseded := c.registerClean(claim{ClientID: "x", Node: "n3", Stamp: 11})
+	if superseded || prev.Node != "n2" || prev.Stamp != 10 {
+		t.Fatalf("a newer clean start: previous %+v, superseded %v", prev, superseded)
+	}
+	for _, tc := range []struct {
+		prev       claim
+		superseded bool
+	}{{claim{}, false}, {claim{ClientID: "x", Node: "n2", Stamp: 10}, false}, {claim{}, true}} {
+		p, s, err := decodeRegistered(appendRegistered(nil, tc.prev, tc.superseded))
+		if err != nil || p != tc.prev || s != tc.superseded {
+			t.Fatalf("registration answer %+v: got %+v %v %v", tc, p, s, err)
+		}
+	}
+	if _, _, err := decodeRegistered([]byte{2}); err == nil {
+		t.Fatal("a bad registration answer decoded")
+	}
+}

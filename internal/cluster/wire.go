@@ -26,6 +26,9 @@ const (
 	methodRelease    byte = 7 // holder (notification): the session it sent arrived; end it there
 	methodRestore    byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
 	methodSettle     byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0
+	// directory owner: a clean start's claim, sent after its CONNACK;
+	// answer: appendRegistered
+	methodRegisterClean byte = 10
 )
 
 // stateVersion is the first byte of an encoded session state.
@@ -92,6 +95,27 @@ func decodeClientID(b []byte) (string, error) {
 	d := newDecoder(b)
 	id := d.Str()
 	return id, d.finish("client id")
+}
+
+// appendRegistered encodes the answer to a clean start's registration: a
+// status byte (0: registered, 1: superseded by a newer claim), then for 0
+// the claim it replaced, if any.
+func appendRegistered(dst []byte, prev claim, superseded bool) []byte {
+	if superseded {
+		return append(dst, 1)
+	}
+	return appendPrevious(append(dst, 0), prev)
+}
+
+func decodeRegistered(b []byte) (prev claim, superseded bool, err error) {
+	switch {
+	case len(b) == 1 && b[0] == 1:
+		return claim{}, true, nil
+	case len(b) >= 1 && b[0] == 0:
+		prev, err = decodePrevious(b[1:])
+		return prev, false, err
+	}
+	return claim{}, false, fmt.Errorf("%w: registration answer", ErrCorrupt)
 }
 
 // appendRestore encodes an abandoned hand-over: the requester's claim, and

@@ -235,3 +235,44 @@ func TestHandOverReleaseLostDropsTheOldCopy(t *testing.T) {
 		}
 	})
 }
+
+// TestCleanStartDoesNotWaitForTheDirectory: a clean start moves nothing, so
+// its CONNACK does not wait for the directory owner 400 ms away; the
+// client's connection on another node is still closed, its will published,
+// moments later.
+func TestCleanStartDoesNotWaitForTheDirectory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 3, nil)
+		n1, n2, n3 := c.Node(0), c.Node(1), c.Node(2)
+		ids := []string{n1.ID, n2.ID, n3.ID}
+		var id string
+		for i := 0; ; i++ {
+			if id = fmt.Sprintf("fresh-%d", i); cluster.DirectoryOwner(id, ids) == n1.ID {
+				break
+			}
+		}
+		watch := n2.Connect("watch", ConnectOptions{})
+		watch.Subscribe(1, "will/#")
+		waitInterest(c, n2, "will/#")
+		old := n3.Connect(id, ConnectOptions{Will: &Will{Topic: "will/" + id, Payload: "gone", QoS: 1}})
+		c.SetRTT(0, 1, 400*time.Millisecond)
+		c.SetRTT(1, 2, 400*time.Millisecond)
+
+		start := time.Now()
+		cl := n2.Connect(id, ConnectOptions{})
+		if took := time.Since(start); took >= 200*time.Millisecond {
+			t.Fatalf("a clean start's CONNACK took %v: it waited for the directory", took)
+		}
+		if cl.Connack.SessionPresent {
+			t.Fatal("a clean start resumed a session")
+		}
+		old.WaitClosed()
+		if d := old.Disconnected(); d == nil || d.ReasonCode != packet.SessionTakenOver {
+			t.Fatalf("old connection ended with %+v, want DISCONNECT Session Taken Over", d)
+		}
+		if m := watch.Next(); m.Payload != "gone" {
+			t.Fatalf("watcher got %v, want the old connection's will", m)
+		}
+		c.Eventually("node 3 ended the old session", func() bool { return n3.Broker.Stats().Sessions == 0 })
+	})
+}
