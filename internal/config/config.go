@@ -23,7 +23,8 @@ type Config struct {
 	Site          string   `name:"site" yaml:"site" default:"default" help:"Site label: the edge site or datacentre of this node."`
 	Zone          string   `name:"zone" yaml:"zone" default:"default" help:"Zone label: the failure domain inside the site."`
 	Tier          string   `name:"tier" yaml:"tier" default:"core" enum:"edge,core" help:"Tier: core nodes vote in the metadata group, edge nodes keep a read copy."`
-	ClusterTLS    bool     `name:"cluster-tls" yaml:"cluster-tls" default:"false" help:"Node-to-node links over mutual TLS with tls-cert, tls-key and tls-ca (every node's certificate signed by that CA)."`
+	ClusterTLS    bool     `name:"cluster-tls" yaml:"cluster-tls" default:"false" help:"Node-to-node links and the metadata group over mutual TLS with tls-cert, tls-key and tls-ca (every node's certificate signed by that CA)."`
+	ClusterKey    string   `name:"cluster-key-file" yaml:"cluster-key-file" default:"" help:"File holding the gossip encryption key, base64 of 16, 24 or 32 random bytes, the same on every node (e.g. openssl rand -base64 32 > key); empty: gossip in clear."`
 	ClusterTiming string   `name:"cluster-timing" yaml:"cluster-timing" default:"lan" enum:"lan,wan" help:"Gossip and metadata timeouts: lan (one region) or wan (nodes across continents)."`
 
 	MQTTAddr  string `name:"mqtt-addr" yaml:"mqtt-addr" default:"127.0.0.1:1883" help:"MQTT over TCP listen address (empty disables)."`

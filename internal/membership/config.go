@@ -110,6 +110,10 @@ type Config struct {
 	Transport memberlist.NodeAwareTransport
 	// Profile selects gossip timing.
 	Profile Profile
+	// SecretKey, if set, encrypts and authenticates all gossip (AES-GCM;
+	// 16, 24 or 32 bytes, the same on every node): a node without it can
+	// neither join nor read the membership.
+	SecretKey []byte
 	// EventBuffer bounds Events (default 256).
 	EventBuffer int
 	// Logger receives Serf's and memberlist's logs (default: discarded).
@@ -130,6 +134,9 @@ func (c Config) Validate() error {
 		if _, _, err := splitIPPort(c.AdvertiseAddr); err != nil {
 			return fmt.Errorf("%w: advertise address: %w", ErrConfig, err)
 		}
+	}
+	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		return fmt.Errorf("%w: gossip key of %d bytes; want 16, 24 or 32", ErrConfig, n)
 	}
 	return c.Tags.Validate()
 }
@@ -187,6 +194,9 @@ func (c Config) serfConfig(ch chan<- serf.Event, logger *slog.Logger) (*serf.Con
 			return nil, err
 		}
 		ml.AdvertiseAddr, ml.AdvertisePort = host, port
+	}
+	if len(c.SecretKey) > 0 {
+		ml.SecretKey = c.SecretKey // incoming and outgoing gossip must be encrypted (memberlist's defaults)
 	}
 	sc.MemberlistConfig = ml
 	sc.NodeName = c.NodeID

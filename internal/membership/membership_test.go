@@ -13,6 +13,17 @@ import (
 // node starts a member on host's port 7946 of nw.
 func node(t *testing.T, nw *memnet.Network, id, host string, labels Labels, profile Profile, join ...string) *Membership {
 	t.Helper()
+	m, err := startNode(t, nw, host, Config{NodeID: id, Tags: labels, Join: join, Profile: profile})
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	return m
+}
+
+// startNode starts a member with cfg (its Transport set here) on host's
+// port 7946 of nw, shut down when the test ends.
+func startNode(t *testing.T, nw *memnet.Network, host string, cfg Config) (*Membership, error) {
+	t.Helper()
 	addr := host + ":7946"
 	pc, err := nw.ListenPacket(addr)
 	if err != nil {
@@ -22,18 +33,19 @@ func node(t *testing.T, nw *memnet.Network, id, host string, labels Labels, prof
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := NewTransport(pc, ln, nw.DialFrom(host), nil)
-	if err != nil {
+	if cfg.Transport, err = NewTransport(pc, ln, nw.DialFrom(host), nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := Start(ctx, Config{NodeID: id, Transport: tr, Tags: labels, Join: join, Profile: profile})
+	m, err := Start(ctx, cfg)
 	if err != nil {
-		t.Fatalf("start %s: %v", id, err)
+		_ = pc.Close()
+		_ = ln.Close()
+		return nil, err
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
-	return m
+	return m, nil
 }
 
 // settle must be called first in a bubble: its cleanup runs last and lets
@@ -201,6 +213,7 @@ func TestConfigValidate(t *testing.T) {
 		"bad tier":    {NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: "middle"}},
 		"host name":   {NodeID: "a", BindAddr: "localhost:7946", Tags: Labels{Tier: TierEdge}},
 		"huge labels": {NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierEdge, Site: string(make([]byte, 600))}},
+		"short key":   {NodeID: "a", BindAddr: "127.0.0.1:7946", Tags: Labels{Tier: TierEdge}, SecretKey: []byte("short")},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -232,4 +245,35 @@ func TestRealSockets(t *testing.T) {
 	if _, ok := m.EstimateRTT("solo", "nobody"); ok {
 		t.Error("EstimateRTT to an unknown member succeeded")
 	}
+}
+
+// TestGossipKey: nodes sharing a gossip key form a cluster; a node with
+// another key, or none, cannot join it.
+func TestGossipKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settle(t)
+		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
+		defer nw.Close()
+		key := []byte("0123456789abcdef0123456789abcdef")
+		start := func(id, host string, key []byte, join ...string) (*Membership, error) {
+			return startNode(t, nw, host, Config{NodeID: id, Tags: labelsFor(1), Join: join, SecretKey: key})
+		}
+		n1, err := start("n1", "10.0.0.1", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := start("n2", "10.0.0.2", key, "10.0.0.1:7946"); err != nil {
+			t.Fatalf("a node with the key: %v", err)
+		}
+		waitFor(t, 30*time.Second, "n2 joined", func() bool { return len(n1.Members()) == 2 })
+		if _, err := start("n3", "10.0.0.3", []byte("another key, also thirty-two b.."), "10.0.0.1:7946"); err == nil {
+			t.Fatal("a node with another key joined")
+		}
+		if _, err := start("n4", "10.0.0.4", nil, "10.0.0.1:7946"); err == nil {
+			t.Fatal("a node without a key joined")
+		}
+		if n := len(n1.Members()); n != 2 {
+			t.Fatalf("n1 sees %d members, want 2", n)
+		}
+	})
 }

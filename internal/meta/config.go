@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,13 @@ type Config struct {
 	Listener net.Listener
 	// Dial opens connections to other members (DialTCP in production).
 	Dial DialFunc
+	// TLS secures the group's connections (nil: plain). After a
+	// connection's kind byte, which stays in the clear for the listener's
+	// multiplexer, the dialling side runs a client handshake and the
+	// accepting side a server handshake with this config; every member
+	// needs a certificate the others accept (peer.LoadTLS builds one for
+	// mutual TLS against the cluster CA).
+	TLS *tls.Config
 	// Voter is the role Join asks for: voter (core node) or non-voter.
 	Voter bool
 	// Bootstrap lists the initial voters of a new cluster. A node listed

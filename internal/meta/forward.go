@@ -166,11 +166,15 @@ func (m *Meta) forward(ctx context.Context, addr string, req request) (response,
 	if _, err := c.Write([]byte{kindForward}); err != nil {
 		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
 	}
-	if err := writeFrame(c, req); err != nil {
+	sc, err := secure(ctx, c, m.cfg.TLS, false) // c stays the raw connection the closers above hold
+	if err != nil {
+		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
+	}
+	if err := writeFrame(sc, req); err != nil {
 		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
 	}
 	var resp response
-	if err := readFrame(c, &resp); err != nil {
+	if err := readFrame(sc, &resp); err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}

@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 		return nil, fmt.Errorf("meta: open snapshots: %w", err)
 	}
 
-	layer := newRaftLayer(cfg.Addr, cfg.Dial)
+	layer := newRaftLayer(cfg.Addr, cfg.Dial, cfg.TLS)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ const helloTimeout = 10 * time.Second
 type raftLayer struct {
 	addr     net.Addr
 	dial     DialFunc
+	tls      *tls.Config   // nil: plain
 	incoming chan net.Conn // from the accept loop; never closed
 	done     chan struct{}
 	once     sync.Once
@@ -41,10 +43,11 @@ type raftLayer struct {
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
 
-func newRaftLayer(addr string, dial DialFunc) *raftLayer {
+func newRaftLayer(addr string, dial DialFunc, tlsCfg *tls.Config) *raftLayer {
 	l := &raftLayer{
 		addr:     stringAddr(addr),
 		dial:     dial,
+		tls:      tlsCfg,
 		incoming: make(chan net.Conn),
 		done:     make(chan struct{}),
 	}
@@ -86,12 +89,15 @@ func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	if err != nil {
 		return nil, err
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write([]byte{kindRaft}); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("meta: raft dial %s: %w", address, err)
 	}
-	_ = c.SetWriteDeadline(time.Time{})
+	if c, err = secure(ctx, c, l.tls, false); err != nil {
+		return nil, fmt.Errorf("meta: raft dial %s: %w", address, err)
+	}
+	_ = c.SetDeadline(time.Time{})
 	return l.track(c)
 }
 
@@ -146,6 +152,26 @@ type stringAddr string
 func (a stringAddr) Network() string { return "meta" }
 func (a stringAddr) String() string  { return string(a) }
 
+// secure runs the TLS handshake on c after its kind byte, as the server
+// for an accepted connection, when the group uses TLS (cfg not nil). On
+// failure c is closed.
+func secure(ctx context.Context, c net.Conn, cfg *tls.Config, server bool) (net.Conn, error) {
+	if cfg == nil {
+		return c, nil
+	}
+	var tc *tls.Conn
+	if server {
+		tc = tls.Server(c, cfg)
+	} else {
+		tc = tls.Client(c, cfg)
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
+}
+
 // acceptLoop classifies inbound connections until the listener closes.
 func (m *Meta) acceptLoop() {
 	backoff := 5 * time.Millisecond
@@ -181,6 +207,17 @@ func (m *Meta) classify(c net.Conn) {
 	if _, err := io.ReadFull(c, kind[:]); err != nil {
 		_ = c.Close()
 		return
+	}
+	if kind[0] == kindRaft || kind[0] == kindForward {
+		ctx, cancel := context.WithTimeout(m.ctx, helloTimeout)
+		remote := c.RemoteAddr()
+		var err error
+		c, err = secure(ctx, c, m.cfg.TLS, true)
+		cancel()
+		if err != nil {
+			m.logger.Warn("meta: refused a connection", "remote", remote, "err", err)
+			return
+		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	switch kind[0] {

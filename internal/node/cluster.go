@@ -3,11 +3,14 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/cluster"
@@ -62,6 +65,18 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return nil
 	}
 
+	var peerTLS *tls.Config
+	if cfg.ClusterTLS {
+		var err error
+		if peerTLS, err = peer.LoadTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+			return fmt.Errorf("node: cluster-tls: %w", err)
+		}
+	}
+	gossipKey, err := loadClusterKey(cfg.ClusterKey)
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", cfg.ClusterAddr)
 	if err != nil {
 		return fmt.Errorf("node: cluster listener: %w", err)
@@ -80,7 +95,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	voter := cfg.Tier == membership.TierCore
 	mc := meta.Config{
 		NodeID: cfg.NodeID, DataDir: metaDir, Addr: cfg.ClusterAddr, Listener: metaLn, Dial: meta.DialTCP,
-		Voter: voter, Timing: timing, Logger: metaLog,
+		TLS: peerTLS, Voter: voter, Timing: timing, Logger: metaLog,
 	}
 	if len(cfg.Join) == 0 {
 		mc.Bootstrap = []meta.Server{{ID: cfg.NodeID, Addr: cfg.ClusterAddr, Voter: true}}
@@ -95,7 +110,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	cp.membership, err = membership.Start(ctx, membership.Config{
-		NodeID: cfg.NodeID, Transport: tr, Join: cfg.Join, Profile: profile,
+		NodeID: cfg.NodeID, Transport: tr, Join: cfg.Join, Profile: profile, SecretKey: gossipKey,
 		Tags: membership.Labels{
 			Site: cfg.Site, Zone: cfg.Zone, Tier: cfg.Tier,
 			MQTTAddr: n.addrLocked("mqtt"), AdminAddr: n.addrLocked("admin"), PeerAddr: cfg.ClusterAddr,
@@ -104,12 +119,6 @@ func (n *Node) startCluster(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
-	}
-	var peerTLS *tls.Config
-	if cfg.ClusterTLS {
-		if peerTLS, err = peer.LoadTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
-			return fmt.Errorf("node: cluster-tls: %w", err)
-		}
 	}
 	cp.layer, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn, TLS: peerTLS,
@@ -138,6 +147,26 @@ func (n *Node) startCluster(ctx context.Context) error {
 		n.registerSelf()
 	}
 	return nil
+}
+
+// loadClusterKey reads the gossip key file (none: nil): base64 of 16, 24 or
+// 32 bytes.
+func loadClusterKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("node: cluster-key-file: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("node: cluster-key-file %s: not base64: %w", path, err)
+	}
+	if n := len(key); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("node: cluster-key-file %s: a key of %d bytes; want 16, 24 or 32", path, n)
+	}
+	return key, nil
 }
 
 // registerSelf records this node in the metadata registry (in the

@@ -2,15 +2,22 @@ package node_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/sextantmq/sextant/internal/bench"
 	"github.com/sextantmq/sextant/internal/brokertest"
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/node"
 	"github.com/sextantmq/sextant/internal/tlstest"
 )
 
@@ -160,5 +167,59 @@ func TestClusterTLS(t *testing.T) {
 	// The warm-up never sees its probes cross, so the run fails.
 	if res := run(n3, n2, 3*time.Second); res != nil && res.Received > 0 {
 		t.Fatalf("a node with a certificate from another CA delivered %d messages through the cluster", res.Received)
+	}
+}
+
+// TestClusterGossipKey: nodes started with the same cluster-key-file form a
+// cluster over encrypted gossip (and route between them), and a key file
+// that is not a key stops the node with a message naming it.
+func TestClusterGossipKey(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := func(name, key string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := keyFile("good", base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	withKey := func(c config.Config, f string) config.Config { c.ClusterKey = f; return c }
+
+	n1 := brokertest.Start(t, withKey(clusterConfig(t, "k1"), good))
+	n2 := brokertest.Start(t, withKey(clusterConfig(t, "k2", n1.Cfg.ClusterAddr), good))
+	brokertest.Eventually(t, 30*time.Second, func() bool { return len(n1.Nodes()) == 2 && len(n2.Nodes()) == 2 }, "two members")
+	sub := n2.ConnectV5(&paho.Connect{ClientID: "ksub", CleanStart: true})
+	sub.Sub("k/#", 1)
+	pub := n1.ConnectV5(&paho.Connect{ClientID: "kpub", CleanStart: true})
+	brokertest.Eventually(t, 30*time.Second, func() bool {
+		pub.Pub("k/probe", 0, false, "probe")
+		select {
+		case m := <-sub.Msgs:
+			return m.Topic == "k/probe"
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}, "a message crosses the encrypted cluster")
+
+	// A node with another key cannot join (membership's TestGossipKey); it
+	// keeps retrying, as for a seed node not up yet. A key file that holds
+	// no key stops the node at once, with a message naming the setting.
+	for name, f := range map[string]string{
+		"not base64":   keyFile("bad", "not base64!"),
+		"wrong length": keyFile("short", base64.StdEncoding.EncodeToString([]byte("seven b"))),
+	} {
+		cfg := withKey(clusterConfig(t, "k3", n1.Cfg.ClusterAddr), f)
+		n, err := node.New(cfg, node.Options{Version: "test"})
+		if err == nil {
+			if err = n.Start(); err == nil {
+				_ = n.Shutdown(context.Background())
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "cluster-key-file") {
+			t.Errorf("%s: start gave %v, want an error naming cluster-key-file", name, err)
+		}
+	}
+	if n := len(n1.Nodes()); n != 2 {
+		t.Fatalf("n1 sees %d members, want 2", n)
 	}
 }
