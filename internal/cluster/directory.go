@@ -107,7 +107,7 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 		c.metrics.takeovers[takeoverLost].Inc()
 		return nil, nil
 	}
-	out, err := c.askHandOver(ctx, prev.Node, clientID, cleanStart)
+	out, err := c.askHandOver(ctx, prev.Node, clientID, false)
 	var st *broker.SessionState
 	if err == nil {
 		st, err = decodeState(out)
@@ -115,10 +115,9 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	if err != nil {
 		c.metrics.takeovers[takeoverFailed].Inc()
 		err = fmt.Errorf("cluster: hand-over of %q from %s: %w", clientID, prev.Node, err)
-		if cleanStart || !(errors.Is(err, peer.ErrLinkDown) || errors.Is(err, context.DeadlineExceeded)) {
-			// A fresh session is what the client asked for, or the holder
-			// answered and cannot send the session (a retry would fail
-			// the same way).
+		if !errors.Is(err, peer.ErrLinkDown) && !errors.Is(err, context.DeadlineExceeded) {
+			// The holder answered and cannot send the session (a retry
+			// would fail the same way), or this node is stopping.
 			return nil, err
 		}
 		c.abandon(own, mine, prev)
