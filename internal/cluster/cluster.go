@@ -65,7 +65,7 @@ type Config struct {
 	Listener net.Listener
 	// Dial opens peer links (peer.DialTCP in production).
 	Dial peer.DialFunc
-	// TLS secures peer links (nil: plain); see peer.LoadTLS.
+	// TLS secures peer links (nil: plain); see peer.ClusterTLS.
 	TLS *tls.Config
 	// Registerer receives the cluster's and the links' metrics.
 	Registerer prometheus.Registerer

@@ -55,8 +55,8 @@ type Config struct {
 	// connection's kind byte, which stays in the clear for the listener's
 	// multiplexer, the dialling side runs a client handshake and the
 	// accepting side a server handshake with this config; every member
-	// needs a certificate the others accept (peer.LoadTLS builds one for
-	// mutual TLS against the cluster CA).
+	// needs a certificate the others accept (peer.ClusterTLS's Config is
+	// one, for mutual TLS against the cluster CA).
 	TLS *tls.Config
 	// Voter is the role Join asks for: voter (core node) or non-voter.
 	Voter bool

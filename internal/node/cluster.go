@@ -35,6 +35,7 @@ type clusterParts struct {
 	meta       *meta.Meta
 	membership *membership.Membership // nil when running alone
 	layer      *cluster.Cluster       // nil when running alone
+	tls        *peer.ClusterTLS       // nil without cluster-tls; reloaded on SIGHUP
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -68,9 +69,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 	var peerTLS *tls.Config
 	if cfg.ClusterTLS {
 		var err error
-		if peerTLS, err = peer.LoadTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+		if cp.tls, err = peer.LoadTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
 			return fmt.Errorf("node: cluster-tls: %w", err)
 		}
+		peerTLS = cp.tls.Config()
 	}
 	gossipKey, err := loadClusterKey(cfg.ClusterKey)
 	if err != nil {

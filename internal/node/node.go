@@ -327,7 +327,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Reload reads the TLS certificate, key and CA, the password file, the ACL
+// Reload reads the TLS certificate, key and CA (of the listeners and, with
+// cluster-tls, of node-to-node connections), the password file, the ACL
 // and the admin token file again (SIGHUP). Connections are not dropped:
 // established TLS sessions keep their certificate, new handshakes get the
 // new one; sessions follow the new ACL on their next check. A file that
@@ -336,6 +337,11 @@ func (n *Node) Reload() error {
 	n.reloadMu.Lock()
 	defer n.reloadMu.Unlock()
 	err := n.security.reload()
+	if cp := n.cluster; cp != nil && cp.tls != nil {
+		if cerr := cp.tls.Reload(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("node: cluster-tls: %w", cerr))
+		}
+	}
 	n.mu.Lock()
 	api := n.mu.adminAPI
 	n.mu.Unlock()
