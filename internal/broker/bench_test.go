@@ -84,23 +84,9 @@ func BenchmarkPublishDeliver(b *testing.B) {
 			}
 			b.SetBytes(64)
 			b.ResetTimer()
-			var pid uint16
 			for i := 0; i < b.N; i++ {
 				p := &packet.Publish{Topic: "bench/t", QoS: qos, Payload: payload}
-				if qos == 1 {
-					select {
-					case window <- struct{}{}:
-					default:
-						pub.Flush(b)
-						window <- struct{}{}
-					}
-					pid++
-					if pid == 0 {
-						pid = 1
-					}
-					p.PacketID = pid
-				}
-				pub.Send(b, p)
+				pub.Publish(b, p, window)
 			}
 			if qos == 0 {
 				pub.Send(b, &packet.Publish{Topic: "bench/end", QoS: 1, PacketID: 1})

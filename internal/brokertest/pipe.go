@@ -15,6 +15,8 @@ type Pipe struct {
 	C net.Conn
 	W *bufio.Writer
 	R *packet.Reader
+
+	lastID uint16 // packet id of the last QoS 1/2 Publish
 }
 
 // DialPipe connects to addr with client id id (clean start, the largest
@@ -47,6 +49,27 @@ func (p *Pipe) Send(tb testing.TB, pk packet.Packet) {
 	if _, err := p.W.Write(b); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// Publish buffers pub. A QoS 1/2 publish first takes a slot in window (a
+// channel whose capacity is the in-flight window; whoever reads the
+// acknowledgements frees one per PUBACK), flushing if none is free, and
+// gets the next packet id.
+func (p *Pipe) Publish(tb testing.TB, pub *packet.Publish, window chan struct{}) {
+	if pub.QoS > 0 {
+		select {
+		case window <- struct{}{}:
+		default:
+			p.Flush(tb)
+			window <- struct{}{}
+		}
+		p.lastID++
+		if p.lastID == 0 {
+			p.lastID = 1
+		}
+		pub.PacketID = p.lastID
+	}
+	p.Send(tb, pub)
 }
 
 // Flush writes what is buffered.

@@ -208,24 +208,10 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 	payload := make([]byte, 64)
 	b.SetBytes(64)
 	b.ResetTimer()
-	var pid uint16
 	for i := 0; i < b.N; i++ {
 		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
 		p := &packet.Publish{Topic: "bench/t", QoS: qos, Payload: payload}
-		if qos == 1 {
-			select {
-			case window <- struct{}{}:
-			default:
-				pub.Flush(b)
-				window <- struct{}{}
-			}
-			pid++
-			if pid == 0 {
-				pid = 1
-			}
-			p.PacketID = pid
-		}
-		pub.Send(b, p)
+		pub.Publish(b, p, window)
 		if pingpong {
 			pub.Flush(b)
 			select {
