@@ -29,7 +29,7 @@ func TestConnectCleanStartAndSessionPresentV5(t *testing.T) {
 		t.Fatal("resumed session: session present not set")
 	}
 	p.Pub("t", 1, false, "kept")
-	expectPublish(t, c, "t", "kept")
+	c.ExpectPublish("t", "kept")
 	c.Send(&packet.Disconnect{})
 	c.Closed()
 
@@ -206,7 +206,7 @@ func TestSessionTakeover(t *testing.T) {
 		t.Fatal("takeover without clean start: session present not set")
 	}
 	p.Pub("t", 1, false, "to the new one")
-	expectPublish(t, nw, "t", "to the new one")
+	nw.ExpectPublish("t", "to the new one")
 
 	// 3.1.1: the old connection is closed (no DISCONNECT from a server).
 	o3, _ := rawConnect(t, n, connect3("dup3", true))
@@ -368,16 +368,16 @@ func TestTakeoverKeepsInFlightMessages(t *testing.T) {
 	old.Subscribe(1, sub("t", 1))
 	p, _ := rawConnect(t, n, connect5("p", true, 0))
 	publishAcked(t, p, 1, pub("t", 1, 0, "unacked"))
-	m := expectPublish(t, old, "t", "unacked")
+	m := old.ExpectPublish("t", "unacked")
 	nw, _ := rawConnect(t, n, connect5("s", false, 600))
 	old.ExpectDisconnect(packet.SessionTakenOver)
-	r := expectPublish(t, nw, "t", "unacked")
+	r := nw.ExpectPublish("t", "unacked")
 	if !r.Dup || r.PacketID != m.PacketID {
 		t.Fatalf("after takeover: %s (first id %d)", packet.Describe(r), m.PacketID)
 	}
 	nw.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: r.PacketID})
 	publishAcked(t, p, 2, pub("t", 1, 0, "next"))
-	expectPublish(t, nw, "t", "next")
+	nw.ExpectPublish("t", "next")
 }
 
 // TestServerDisconnectRightAfterConnack: a DISCONNECT the broker sends while

@@ -49,17 +49,6 @@ func pub(topic string, qos byte, pid uint16, payload string) *packet.Publish {
 	return &packet.Publish{Topic: topic, QoS: qos, PacketID: pid, Payload: []byte(payload)}
 }
 
-// expectPublish receives the next packet and checks it is a PUBLISH of
-// payload on topic.
-func expectPublish(t *testing.T, r *brokertest.Raw, topic, payload string) *packet.Publish {
-	t.Helper()
-	p := brokertest.Expect[*packet.Publish](r)
-	if p.Topic != topic || string(p.Payload) != payload {
-		t.Fatalf("got %s, want PUBLISH %q %q", packet.Describe(p), topic, payload)
-	}
-	return p
-}
-
 // publishAcked sends a PUBLISH and completes its flow (QoS 0: a PINGREQ
 // round trip, as the reader routes a publish before reading the next
 // packet), so the message has been routed to every subscriber when it

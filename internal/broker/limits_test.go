@@ -264,7 +264,7 @@ func TestSlowConsumerPersistent(t *testing.T) {
 	}
 	s.Resume()
 	for i := 1; i <= total; i++ {
-		m := expectPublish(t, s, "sp", fmt.Sprint(i))
+		m := s.ExpectPublish("sp", fmt.Sprint(i))
 		s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	}
 	expectNothing(t, s, "duplicate after resume")

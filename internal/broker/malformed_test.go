@@ -229,7 +229,7 @@ func TestMalformedCorpusKeepsNodeServing(t *testing.T) {
 		t.Helper()
 		next++
 		publishAcked(t, p, uint16(next), pub("alive", 1, 0, fmt.Sprint(next)))
-		m := expectPublish(t, s, "alive", fmt.Sprint(next))
+		m := s.ExpectPublish("alive", fmt.Sprint(next))
 		s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	}
 

@@ -175,7 +175,7 @@ func TestMosquittoWill(t *testing.T) {
 		sp := m.subscribe(n, "-V", v.flag, "-i", "will"+v.name, "-t", "x/"+v.name,
 			"--will-topic", "mw/"+v.name, "--will-payload", "gone "+v.name, "--will-qos", "1")
 		_ = sp.cmd.Process.Kill()
-		got := expectPublish(t, w, "mw/"+v.name, "gone "+v.name)
+		got := w.ExpectPublish("mw/"+v.name, "gone "+v.name)
 		if got.QoS != 1 {
 			t.Fatalf("will QoS %d", got.QoS)
 		}
@@ -195,7 +195,7 @@ func TestMosquittoV5Properties(t *testing.T) {
 		"-D", "publish", "user-property", "origin", "mosquitto",
 		"-D", "publish", "content-type", "text/plain",
 		"-D", "publish", "message-expiry-interval", "600")
-	got := expectPublish(t, s, "props", "p")
+	got := s.ExpectPublish("props", "p")
 	pr := got.Props
 	if pr.ContentType != "text/plain" || len(pr.User) != 1 || pr.User[0] != (packet.UserProperty{Key: "origin", Value: "mosquitto"}) ||
 		!pr.Has(packet.PropMessageExpiry) || pr.MessageExpiry > 600 {

@@ -46,9 +46,9 @@ func TestStateSurvivesRestart(t *testing.T) {
 	publishAcked(t, p, 13, pub("f/1", 1, 0, "f1"))
 	publishAcked(t, p, 14, pub("f/2", 2, 0, "f2"))
 	publishAcked(t, p, 15, pub("f/3", 2, 0, "f3"))
-	f1 := expectPublish(t, f, "f/1", "f1")
-	f2 := expectPublish(t, f, "f/2", "f2")
-	f3 := expectPublish(t, f, "f/3", "f3")
+	f1 := f.ExpectPublish("f/1", "f1")
+	f2 := f.ExpectPublish("f/2", "f2")
+	f3 := f.ExpectPublish("f/3", "f3")
 	f.Send(&packet.Ack{Kind: packet.PUBREC, PacketID: f3.PacketID})
 	f.ExpectAck(packet.PUBREL, f3.PacketID)
 	// p: an inbound QoS 2 message whose PUBREL has not come yet.
@@ -110,15 +110,15 @@ func TestStateSurvivesRestart(t *testing.T) {
 	// Its subscriptions, options included, are live.
 	publishAcked(t, s, 1, pub("nl", 1, 0, "own")) // no local
 	publishAcked(t, p, 2, pub("d/live", 1, 0, "live"))
-	m := expectPublish(t, s, "d/live", "live")
+	m := s.ExpectPublish("d/live", "live")
 	s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	expectNothing(t, s, "no local after restart")
 
 	// f gets its unacknowledged messages again, same ids, DUP set, and the
 	// PUBREL of the flow that was past PUBREC.
 	f, _ = rawConnect(t, n, connect5("f", false, 3600))
-	r1 := expectPublish(t, f, "f/1", "f1")
-	r2 := expectPublish(t, f, "f/2", "f2")
+	r1 := f.ExpectPublish("f/1", "f1")
+	r2 := f.ExpectPublish("f/2", "f2")
 	f.ExpectAck(packet.PUBREL, f3.PacketID)
 	if !r1.Dup || !r2.Dup || r1.PacketID != f1.PacketID || r2.PacketID != f2.PacketID {
 		t.Fatalf("redelivery after restart: %s, %s (first ids %d, %d)", packet.Describe(r1), packet.Describe(r2), f1.PacketID, f2.PacketID)
@@ -167,11 +167,11 @@ func TestExpiryAndWillsAcrossRestart(t *testing.T) {
 	n = n.Restart()
 	clk.Advance(18 * time.Second) // 29 s of delayed's 30
 	w, _ = rawConnect(t, n, connect5("w", false, 3600))
-	m := expectPublish(t, w, "will/short", "expired")
+	m := w.ExpectPublish("will/short", "expired")
 	w.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	expectNothing(t, w, "delayed will early")
 	clk.Advance(time.Second)
-	m = expectPublish(t, w, "will/delayed", "delayed")
+	m = w.ExpectPublish("will/delayed", "delayed")
 	w.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 
 	// Session expiry across a restart while the node is down.
@@ -216,7 +216,7 @@ func TestSpilledQueueSurvivesRestart(t *testing.T) {
 	n = n.Restart()
 	s, _ = rawConnect(t, n, connect5("s", false, 3600))
 	for i := 1; i <= 13; i++ {
-		m := expectPublish(t, s, "sp", fmt.Sprint(i))
+		m := s.ExpectPublish("sp", fmt.Sprint(i))
 		s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	}
 	expectNothing(t, s, "beyond the stored quota, or unsubscribed")
@@ -246,7 +246,7 @@ func TestSpilledQueueAcrossReconnects(t *testing.T) {
 			s, _ = rawConnect(t, n, cp)
 		}
 		for k := 0; k < 7 && next <= total; k++ {
-			m := expectPublish(t, s, "bk", fmt.Sprint(next))
+			m := s.ExpectPublish("bk", fmt.Sprint(next))
 			if k == 0 && round > 0 && !m.Dup {
 				t.Fatalf("round %d: unacknowledged message resent without DUP", round)
 			}
@@ -290,7 +290,7 @@ func TestEndedSessionsStayEndedAfterRestart(t *testing.T) {
 	c.Send(&packet.Disconnect{})
 	c.Closed()
 	z, _ := rawConnect(t, n, connect5("zero", false, 3600))
-	expectPublish(t, z, "e/zero", "old") // not acknowledged: it would be resent
+	z.ExpectPublish("e/zero", "old") // not acknowledged: it would be resent
 	d := &packet.Disconnect{}
 	d.Props.SetSessionExpiry(0)
 	z.Send(d)

@@ -53,7 +53,7 @@ func TestQoSFlowsBothDirections(t *testing.T) {
 						p.Send(&packet.Ack{Kind: packet.PUBREL, PacketID: pid})
 						p.ExpectAck(packet.PUBCOMP, pid)
 					}
-					m := expectPublish(t, s, topic, payload)
+					m := s.ExpectPublish(topic, payload)
 					want := min(pq, sq)
 					if m.QoS != want {
 						t.Fatalf("%s: delivered at QoS %d, want %d", name, m.QoS, want)
@@ -153,7 +153,7 @@ func TestReceiveMaximumWindow(t *testing.T) {
 			next := 1
 			for next <= total || len(unacked) > 0 {
 				for len(unacked) < tc.window && next <= total {
-					m := expectPublish(t, s, "w/x", fmt.Sprint(next))
+					m := s.ExpectPublish("w/x", fmt.Sprint(next))
 					unacked = append(unacked, m)
 					next++
 				}
@@ -251,9 +251,9 @@ func TestRedeliveryOnReconnectWithDup(t *testing.T) {
 			publishAcked(t, p, 1, pub("r/1", 1, 0, "one"))
 			publishAcked(t, p, 2, pub("r/2", 2, 0, "two"))
 			publishAcked(t, p, 3, pub("r/3", 2, 0, "three"))
-			m1 := expectPublish(t, s, "r/1", "one")
-			m2 := expectPublish(t, s, "r/2", "two")
-			m3 := expectPublish(t, s, "r/3", "three")
+			m1 := s.ExpectPublish("r/1", "one")
+			m2 := s.ExpectPublish("r/2", "two")
+			m3 := s.ExpectPublish("r/3", "three")
 			if m1.Dup || m2.Dup || m3.Dup {
 				t.Fatal("DUP set on first delivery")
 			}
@@ -266,8 +266,8 @@ func TestRedeliveryOnReconnectWithDup(t *testing.T) {
 			if !ack.SessionPresent {
 				t.Fatal("session not present")
 			}
-			r1 := expectPublish(t, s, "r/1", "one")
-			r2 := expectPublish(t, s, "r/2", "two")
+			r1 := s.ExpectPublish("r/1", "one")
+			r2 := s.ExpectPublish("r/2", "two")
 			rel := s.ExpectAck(packet.PUBREL, m3.PacketID)
 			_ = rel
 			if !r1.Dup || !r2.Dup || r1.PacketID != m1.PacketID || r2.PacketID != m2.PacketID || r1.QoS != 1 || r2.QoS != 2 {

@@ -21,19 +21,19 @@ func TestRetainedSetReplaceDelete(t *testing.T) {
 	live.Subscribe(1, sub("r/#", 1))
 
 	publishAcked(t, p, 1, retained("r/a", 1, "first"))
-	if m := expectPublish(t, live, "r/a", "first"); m.Retain {
+	if m := live.ExpectPublish("r/a", "first"); m.Retain {
 		t.Fatal("live delivery of a retained message has retain set (subscription without retain as published)")
 	}
 	s, _ := rawConnect(t, n, connect5("s1", true, 0))
 	s.Subscribe(1, sub("r/a", 1))
-	if m := expectPublish(t, s, "r/a", "first"); !m.Retain || m.QoS != 1 {
+	if m := s.ExpectPublish("r/a", "first"); !m.Retain || m.QoS != 1 {
 		t.Fatalf("retained on subscribe: %s", packet.Describe(m))
 	}
 
 	publishAcked(t, p, 2, retained("r/a", 0, "second"))
 	s2, _ := rawConnect(t, n, connect5("s2", true, 0))
 	s2.Subscribe(1, sub("r/+", 1))
-	if m := expectPublish(t, s2, "r/a", "second"); !m.Retain || m.QoS != 0 {
+	if m := s2.ExpectPublish("r/a", "second"); !m.Retain || m.QoS != 0 {
 		t.Fatalf("replaced retained: %s", packet.Describe(m))
 	}
 	expectNothing(t, s2, "more than one retained message")
@@ -111,13 +111,13 @@ func TestRetainAsPublished(t *testing.T) {
 	publishAcked(t, p, 1, retained("rap/keep", 0, "k"))
 	publishAcked(t, p, 2, retained("rap/clear", 0, "c"))
 	publishAcked(t, p, 3, pub("rap/keep", 0, 0, "not retained"))
-	if m := expectPublish(t, s, "rap/keep", "k"); !m.Retain {
+	if m := s.ExpectPublish("rap/keep", "k"); !m.Retain {
 		t.Fatal("retain as published: retain flag cleared")
 	}
-	if m := expectPublish(t, s, "rap/clear", "c"); m.Retain {
+	if m := s.ExpectPublish("rap/clear", "c"); m.Retain {
 		t.Fatal("without retain as published: retain flag kept")
 	}
-	if m := expectPublish(t, s, "rap/keep", "not retained"); m.Retain {
+	if m := s.ExpectPublish("rap/keep", "not retained"); m.Retain {
 		t.Fatal("retain as published: retain set on a message published without it")
 	}
 }

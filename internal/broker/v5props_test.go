@@ -65,19 +65,19 @@ func TestSubscriptionIdentifiers(t *testing.T) {
 		t.Fatalf("retained: %s", packet.Describe(m))
 	}
 	publishAcked(t, p, 2, pub("id/a", 0, 0, "a"))
-	if m := expectPublish(t, s, "id/a", "a"); !slices.Equal(m.Props.SubscriptionIDs, []uint32{77}) {
+	if m := s.ExpectPublish("id/a", "a"); !slices.Equal(m.Props.SubscriptionIDs, []uint32{77}) {
 		t.Fatalf("live: %s", packet.Describe(m))
 	}
 	// Re-subscribing replaces the options, identifier included.
 	s.SubscribeProps(2, subID(78), packet.Subscription{Filter: "id/#", QoS: 1, RetainHandling: 2})
 	publishAcked(t, p, 3, pub("id/a", 0, 0, "b"))
-	if m := expectPublish(t, s, "id/a", "b"); !slices.Equal(m.Props.SubscriptionIDs, []uint32{78}) {
+	if m := s.ExpectPublish("id/a", "b"); !slices.Equal(m.Props.SubscriptionIDs, []uint32{78}) {
 		t.Fatalf("replaced: %s", packet.Describe(m))
 	}
 	// Without an identifier, none is sent.
 	s.Subscribe(3, packet.Subscription{Filter: "id/#", QoS: 1, RetainHandling: 2})
 	publishAcked(t, p, 4, pub("id/a", 0, 0, "c"))
-	if m := expectPublish(t, s, "id/a", "c"); len(m.Props.SubscriptionIDs) != 0 {
+	if m := s.ExpectPublish("id/a", "c"); len(m.Props.SubscriptionIDs) != 0 {
 		t.Fatalf("no identifier: %s", packet.Describe(m))
 	}
 
@@ -102,11 +102,11 @@ func TestNoLocal(t *testing.T) {
 	c.Subscribe(2, sub("echo", 1))
 	c.Send(pub("nl/a", 0, 0, "own"))
 	c.Send(pub("echo", 0, 0, "own echo"))
-	expectPublish(t, c, "echo", "own echo") // the first would have come before it
+	c.ExpectPublish("echo", "own echo") // the first would have come before it
 	expectNothing(t, c, "no local")
 	o, _ := rawConnect(t, n, connect5("o", true, 0))
 	publishAcked(t, o, 1, pub("nl/a", 1, 0, "other"))
-	m := expectPublish(t, c, "nl/a", "other")
+	m := c.ExpectPublish("nl/a", "other")
 	c.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 }
 
@@ -136,7 +136,7 @@ func TestTopicAliasClientToBroker(t *testing.T) {
 	use2.Props.SetTopicAlias(3)
 	publishAcked(t, p, 4, use2)
 	for _, w := range [][2]string{{"al/x", "set"}, {"al/x", "use"}, {"al/y", "remap"}, {"al/y", "use again"}} {
-		if m := expectPublish(t, s, w[0], w[1]); m.Props.Has(packet.PropTopicAlias) {
+		if m := s.ExpectPublish(w[0], w[1]); m.Props.Has(packet.PropTopicAlias) {
 			t.Fatalf("alias leaked to the subscriber: %s", packet.Describe(m))
 		}
 	}
@@ -238,11 +238,11 @@ func TestMessageExpiry(t *testing.T) {
 
 	clk.Advance(4 * time.Second)
 	s, _ = rawConnect(t, n, connect5("s", false, 300))
-	m := expectPublish(t, s, "ex/long", "long")
+	m := s.ExpectPublish("ex/long", "long")
 	if !m.Props.Has(packet.PropMessageExpiry) || m.Props.MessageExpiry != 6 {
 		t.Fatalf("expiry after 4 s of 10: %s", packet.Describe(m))
 	}
-	m2 := expectPublish(t, s, "ex/none", "none")
+	m2 := s.ExpectPublish("ex/none", "none")
 	if m2.Props.Has(packet.PropMessageExpiry) {
 		t.Fatalf("expiry added: %s", packet.Describe(m2))
 	}
@@ -264,7 +264,7 @@ func TestMessageExpiry(t *testing.T) {
 	clk.Advance(40 * time.Second)
 	s3, _ := rawConnect(t, n, connect5("s3", true, 0))
 	s3.Subscribe(1, sub("rx/rl", 1))
-	if m := expectPublish(t, s3, "rx/rl", "retained long"); m.Props.MessageExpiry != 60 {
+	if m := s3.ExpectPublish("rx/rl", "retained long"); m.Props.MessageExpiry != 60 {
 		t.Fatalf("retained after 40 s of 100: %s", packet.Describe(m))
 	}
 
@@ -272,7 +272,7 @@ func TestMessageExpiry(t *testing.T) {
 	live := pub("ex/live", 1, 0, "live")
 	live.Props.SetMessageExpiry(100)
 	publishAcked(t, p, 5, live)
-	if m := expectPublish(t, s2, "ex/live", "live"); m.Props.MessageExpiry != 100 {
+	if m := s2.ExpectPublish("ex/live", "live"); m.Props.MessageExpiry != 100 {
 		t.Fatalf("live: %s", packet.Describe(m))
 	}
 }
@@ -300,7 +300,7 @@ func TestPublishPropertiesPassThrough(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	m := expectPublish(t, s, "pp", "héllo")
+	m := s.ExpectPublish("pp", "héllo")
 	pr := &m.Props
 	wantUser := []packet.UserProperty{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}, {Key: "a", Value: "3"}}
 	if pr.ContentType != "text/plain" || !pr.Has(packet.PropPayloadFormat) || pr.PayloadFormat != 1 ||
@@ -313,7 +313,7 @@ func TestPublishPropertiesPassThrough(t *testing.T) {
 		!bytes.Equal(pp.CorrelationData, []byte("corr-1")) || len(pp.User) != 3 || pp.User[2].Value != "3" {
 		t.Fatalf("paho: %+v", pp)
 	}
-	m3 := expectPublish(t, s3, "pp", "héllo")
+	m3 := s3.ExpectPublish("pp", "héllo")
 	if m3.Props.Present != 0 || len(m3.Props.User) != 0 {
 		t.Fatalf("3.1.1 got properties: %s", packet.Describe(m3))
 	}

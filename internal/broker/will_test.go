@@ -49,7 +49,7 @@ func TestWillOnAbnormalAndNotOnNormalDisconnect(t *testing.T) {
 		cp.Version = v
 		c, _ := rawConnect(t, n, cp)
 		c.Close()
-		expectPublish(t, w, "will/c", "abnormal")
+		w.ExpectPublish("will/c", "abnormal")
 
 		// Normal DISCONNECT: no will.
 		cp = withWill(connect5("c", true, 0), "will/c", "normal", 0, false, 0)
@@ -66,20 +66,20 @@ func TestWillOnAbnormalAndNotOnNormalDisconnect(t *testing.T) {
 		c, _ = rawConnect(t, n, cp)
 		c.Send(&packet.Connect{ProtocolName: "MQTT", Version: v, ClientID: "c", CleanStart: true})
 		c.Closed()
-		expectPublish(t, w, "will/c", "violation")
+		w.ExpectPublish("will/c", "violation")
 	}
 
 	// v5 DISCONNECT 0x04: disconnect with will message.
 	c, _ := rawConnect(t, n, withWill(connect5("c", true, 0), "will/c", "asked", 0, false, 0))
 	c.Send(&packet.Disconnect{ReasonCode: packet.DisconnectWithWill})
 	c.Closed()
-	expectPublish(t, w, "will/c", "asked")
+	w.ExpectPublish("will/c", "asked")
 
 	// Session takeover ends the old connection abnormally.
 	c, _ = rawConnect(t, n, withWill(connect5("c", true, 0), "will/c", "taken over", 0, false, 0))
 	c2, _ := rawConnect(t, n, connect5("c", true, 0))
 	c.Closed()
-	expectPublish(t, w, "will/c", "taken over")
+	w.ExpectPublish("will/c", "taken over")
 	c2.Send(&packet.Disconnect{})
 }
 
@@ -95,7 +95,7 @@ func TestWillDelayInterval(t *testing.T) {
 	clk.Advance(9 * time.Second)
 	expectNoWill(t, w, p)
 	clk.Advance(time.Second)
-	expectPublish(t, w, "will/d", "late")
+	w.ExpectPublish("will/d", "late")
 
 	// Cancelled when the client comes back in time.
 	c, _ = rawConnect(t, n, withWill(connect5("d", true, 60), "will/d", "cancelled", 0, false, 10))
@@ -116,12 +116,12 @@ func TestWillDelayInterval(t *testing.T) {
 	clk.Advance(4 * time.Second)
 	expectNoWill(t, w, p)
 	clk.Advance(time.Second)
-	expectPublish(t, w, "will/e", "session end")
+	w.ExpectPublish("will/e", "session end")
 
 	// A non-persistent session ends at once: so does the wait.
 	c, _ = rawConnect(t, n, withWill(connect5("f", true, 0), "will/f", "now", 0, false, 100))
 	c.Close()
-	expectPublish(t, w, "will/f", "now")
+	w.ExpectPublish("will/f", "now")
 }
 
 // TestWillPropertiesAndRetain: the will's properties reach subscribers, and
@@ -139,7 +139,7 @@ func TestWillPropertiesAndRetain(t *testing.T) {
 	c, _ := rawConnect(t, n, cp)
 	c.Close()
 
-	m := expectPublish(t, w, "will/props", `{"bye":1}`)
+	m := w.ExpectPublish("will/props", `{"bye":1}`)
 	pr := &m.Props
 	if pr.ContentType != "application/json" || pr.PayloadFormat != 1 || pr.ResponseTopic != "reply/here" ||
 		string(pr.CorrelationData) != "\x01\x02\x03" || !pr.Has(packet.PropMessageExpiry) || pr.MessageExpiry > 3600 || pr.MessageExpiry < 3590 {
@@ -176,5 +176,5 @@ func TestWillOnTakeoverWithDelay(t *testing.T) {
 
 	rawConnect(t, n, withWill(connect5("d", true, 600), "will/d", "clean start", 0, false, 30))
 	rawConnect(t, n, connect5("d", true, 600))
-	expectPublish(t, w, "will/d", "clean start")
+	w.ExpectPublish("will/d", "clean start")
 }

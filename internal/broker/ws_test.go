@@ -44,7 +44,7 @@ func TestWebSocketListener(t *testing.T) {
 		t.Fatalf("websocket client got %s", brokertest.String(m))
 	}
 	ws.Pub("from/ws", 1, false, "over websocket")
-	m := expectPublish(t, tcp, "from/ws", "over websocket")
+	m := tcp.ExpectPublish("from/ws", "over websocket")
 	tcp.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 
 	v3 := brokertest.ConnectV3To(t, "ws://"+n.Addr("ws")+"/mqtt", "ws3", true, nil)
@@ -57,6 +57,6 @@ func TestWebSocketListener(t *testing.T) {
 		t.Fatalf("v5 websocket client got %s", brokertest.String(m))
 	}
 	brokertest.Wait(t, v3.Publish("from/ws", 1, false, "v3 over websocket"), "v3 publish")
-	m = expectPublish(t, tcp, "from/ws", "v3 over websocket")
+	m = tcp.ExpectPublish("from/ws", "v3 over websocket")
 	tcp.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 }

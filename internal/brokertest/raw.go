@@ -243,6 +243,17 @@ func Expect[T packet.Packet](r *Raw) T {
 	return v
 }
 
+// ExpectPublish receives the next packet and fails the test unless it is a
+// PUBLISH of payload on topic.
+func (r *Raw) ExpectPublish(topic, payload string) *packet.Publish {
+	r.T.Helper()
+	p := Expect[*packet.Publish](r)
+	if p.Topic != topic || string(p.Payload) != payload {
+		r.T.Fatalf("got %s, want PUBLISH %q %q", packet.Describe(p), topic, payload)
+	}
+	return p
+}
+
 // ExpectAck returns the next packet, failing the test unless it is an
 // acknowledgement of kind k for packet id pid.
 func (r *Raw) ExpectAck(k packet.Type, pid uint16) *packet.Ack {

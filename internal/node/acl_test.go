@@ -149,7 +149,7 @@ func TestACLSubscribe(t *testing.T) {
 	b := as(t, n, packet.V5, "b", "bob")
 	b.Send(pub("devices/bob/x", 1, 1, "to bob3"))
 	b.ExpectAck(packet.PUBACK, 1)
-	expectPublish(t, b3, "devices/bob/x", "to bob3")
+	b3.ExpectPublish("devices/bob/x", "to bob3")
 }
 
 // TestACLRetained: retained messages are delivered only through
@@ -169,11 +169,11 @@ func TestACLRetained(t *testing.T) {
 		t.Fatalf("devices/#: %v", sa.Codes)
 	}
 	a.Subscribe(2, sub("devices/alice/#", 0))
-	if p := expectPublish(t, a, "devices/alice/cfg", "retained devices/alice/cfg"); !p.Retain {
+	if p := a.ExpectPublish("devices/alice/cfg", "retained devices/alice/cfg"); !p.Retain {
 		t.Fatal("not flagged retained")
 	}
 	a.Subscribe(3, sub("public/#", 0))
-	expectPublish(t, a, "public/news", "retained public/news")
+	a.ExpectPublish("public/news", "retained public/news")
 	expectNothing(t, a, "own/a", "another retained message was delivered")
 
 	anon := as(t, n, packet.V5, "anon", "")
@@ -197,7 +197,7 @@ func TestACLWill(t *testing.T) {
 		return connectOK(t, n.Raw(packet.V5), cp)
 	}
 	withWill("a", "alice", "will/alice").Close()
-	expectPublish(t, watch, "will/alice", "a gone")
+	watch.ExpectPublish("will/alice", "a gone")
 
 	withWill("b", "bob", "will/alice").Close() // bob may not publish there
 	n.WaitSessions(1, 0)
@@ -219,7 +219,7 @@ func TestACLWill(t *testing.T) {
 	}
 	c.Close()
 	d.Close()
-	expectPublish(t, watch, "will/anyone", "d gone")
+	watch.ExpectPublish("will/anyone", "d gone")
 	n.WaitSessions(1, 0)
 	expectNothing(t, watch, "own/watch", "carol's will was published after its rule was removed")
 }

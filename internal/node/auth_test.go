@@ -26,7 +26,7 @@ func TestPasswordAuthentication(t *testing.T) {
 	a.Subscribe(1, sub("x", 1))
 	b.Send(pub("x", 1, 1, "from bob"))
 	b.ExpectAck(packet.PUBACK, 1)
-	expectPublish(t, a, "x", "from bob")
+	a.ExpectPublish("x", "from bob")
 
 	for _, c := range []struct {
 		name string
@@ -54,7 +54,7 @@ func TestPasswordAuthentication(t *testing.T) {
 	}
 	// The refusals did not disturb the clients already connected.
 	a.Send(pub("x", 0, 0, "still here"))
-	expectPublish(t, a, "x", "still here")
+	a.ExpectPublish("x", "still here")
 }
 
 // TestFailedAuthenticationDelay: the refusal of a failed authentication is
@@ -74,7 +74,7 @@ func TestFailedAuthenticationDelay(t *testing.T) {
 	good := connectOK(t, n.Raw(packet.V5), login(packet.V5, "good", "alice", "wonderland"))
 	good.Subscribe(1, sub("t", 0))
 	good.Send(pub("t", 0, 0, "meanwhile"))
-	expectPublish(t, good, "t", "meanwhile")
+	good.ExpectPublish("t", "meanwhile")
 
 	if p := bad.RecvWithin(100 * time.Millisecond); p != nil {
 		t.Fatalf("refusal sent before the delay: %s", packet.Describe(p))

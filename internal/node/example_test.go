@@ -83,7 +83,7 @@ func TestSecureExampleConfig(t *testing.T) {
 	ops := connectOK(t, rawTLS(t, n, ca.ClientConfig(nil), packet.V5), login(packet.V5, "console", "ops", "ops-pw"))
 	ops.Send(pub("drones/drone-7/cmd/land", 1, 1, "land now"))
 	ops.ExpectAck(packet.PUBACK, 1)
-	expectPublish(t, drone, "drones/drone-7/cmd/land", "land now")
+	drone.ExpectPublish("drones/drone-7/cmd/land", "land now")
 	if sa := ops.Subscribe(1, sub("$SYS/broker/version", 0)); sa.Codes[0] != packet.GrantedQoS0 {
 		t.Fatalf("ops $SYS: %v", sa.Codes)
 	}

@@ -32,7 +32,7 @@ func bystanders(t *testing.T, n *brokertest.Node) func(what string) {
 		if a := p.ExpectAck(packet.PUBACK, id); a.ReasonCode.IsError() {
 			t.Fatalf("%s: bystander publish refused: %v", what, a.ReasonCode)
 		}
-		m := expectPublish(t, s, "bystanders", msg)
+		m := s.ExpectPublish("bystanders", msg)
 		s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	}
 }

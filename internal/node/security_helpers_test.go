@@ -110,17 +110,6 @@ func pub(topic string, qos byte, pid uint16, payload string) *packet.Publish {
 	return &packet.Publish{Topic: topic, QoS: qos, PacketID: pid, Payload: []byte(payload)}
 }
 
-// expectPublish receives the next packet and checks it is a PUBLISH of
-// payload on topic.
-func expectPublish(t *testing.T, r *brokertest.Raw, topic, payload string) *packet.Publish {
-	t.Helper()
-	p := brokertest.Expect[*packet.Publish](r)
-	if p.Topic != topic || string(p.Payload) != payload {
-		t.Fatalf("got %s, want PUBLISH %q %q", packet.Describe(p), topic, payload)
-	}
-	return p
-}
-
 // barrier makes sure everything routed to r before has arrived, and fails
 // the test if anything did: r publishes a marker to its own topic (which
 // the ACL must let it use) and waits for it.

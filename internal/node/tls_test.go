@@ -59,7 +59,7 @@ func TestTLSListeners(t *testing.T) {
 	}
 	v5.Sub("to/tls5", 1)
 	v5.Pub("secure/v5", 1, false, "over tls")
-	m := expectPublish(t, plain, "secure/v5", "over tls")
+	m := plain.ExpectPublish("secure/v5", "over tls")
 	plain.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 	plain.Send(pub("to/tls5", 1, 2, "to tls"))
 	plain.ExpectAck(packet.PUBACK, 2)
@@ -71,7 +71,7 @@ func TestTLSListeners(t *testing.T) {
 		o.SetTLSConfig(ca.ClientConfig(nil))
 	})
 	brokertest.Wait(t, v3.Publish("secure/v3", 1, false, "3.1.1 over tls"), "3.1.1 publish over TLS")
-	m = expectPublish(t, plain, "secure/v3", "3.1.1 over tls")
+	m = plain.ExpectPublish("secure/v3", "3.1.1 over tls")
 	plain.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -89,7 +89,7 @@ func TestTLSListeners(t *testing.T) {
 		t.Fatalf("paho v5 over wss: %v", err)
 	}
 	ws.Pub("secure/wss", 1, false, "over wss")
-	m = expectPublish(t, plain, "secure/wss", "over wss")
+	m = plain.ExpectPublish("secure/wss", "over wss")
 	plain.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
 
 	old := ca.ClientConfig(nil)
@@ -210,7 +210,7 @@ func TestReloadKeepsConnections(t *testing.T) {
 	after := connectOK(t, rawTLS(t, n, ca2.ClientConfig(nil), packet.V5), login(packet.V5, "after", "bob", "b"))
 	after.Send(pub("news", 1, 1, "after the reload"))
 	after.ExpectAck(packet.PUBACK, 1)
-	expectPublish(t, before, "news", "after the reload")
+	before.ExpectPublish("news", "after the reload")
 
 	if err := os.WriteFile(key, []byte("broken"), 0o600); err != nil {
 		t.Fatal(err)
