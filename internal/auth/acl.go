@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -193,18 +192,7 @@ func checkRuleFilter(f string) error {
 }
 
 // LoadACL reads the ACL file at path.
-func LoadACL(path string) (*ACL, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("auth: ACL file: %w", err)
-	}
-	defer f.Close()
-	a, err := ParseACL(f)
-	if err != nil {
-		return nil, fmt.Errorf("ACL file %s: %w", path, err)
-	}
-	return a, nil
-}
+func LoadACL(path string) (*ACL, error) { return loadFile(path, "ACL file", ParseACL) }
 
 // Rules returns the rules checked for a client, in order: an authenticated
 // user's own rules then the authenticated rules, or the anonymous rules.

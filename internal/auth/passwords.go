@@ -78,16 +78,22 @@ func ParsePasswords(r io.Reader) (*Passwords, error) {
 
 // LoadPasswords reads the password file at path.
 func LoadPasswords(path string) (*Passwords, error) {
+	return loadFile(path, "password file", ParsePasswords)
+}
+
+// loadFile opens path and parses it; errors name the file (what) and path.
+func loadFile[T any](path, what string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("auth: password file: %w", err)
+		return zero, fmt.Errorf("auth: %s: %w", what, err)
 	}
 	defer f.Close()
-	p, err := ParsePasswords(f)
+	v, err := parse(f)
 	if err != nil {
-		return nil, fmt.Errorf("password file %s: %w", path, err)
+		return zero, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return p, nil
+	return v, nil
 }
 
 // Verify checks user's password. It returns ErrBadCredentials for an unknown
