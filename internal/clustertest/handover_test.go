@@ -49,6 +49,31 @@ func handOverSetupOwned(t *testing.T, n, owner int, opts ...func(*Options)) (c *
 	return c, id, want
 }
 
+// expectResumed checks that a resuming CONNECT succeeded with its session
+// present and that the queued messages then arrive, all and in order.
+func expectResumed(t *testing.T, cl *Client, err error, want []string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("resuming on node 2: %v", err)
+	}
+	if !cl.Connack.SessionPresent {
+		t.Fatal("the resuming CONNECT got a fresh session")
+	}
+	expectPayloads(t, cl, want)
+}
+
+// expectPayloads checks the payloads of cl's next len(want) messages.
+func expectPayloads(t *testing.T, cl *Client, want []string) {
+	t.Helper()
+	var got []string
+	for _, m := range cl.Collect(len(want)) {
+		got = append(got, m.Payload)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
 type connectResult struct {
 	cl  *Client
 	err error
@@ -96,19 +121,7 @@ func TestHandOverAnswerLostIsAskedAgain(t *testing.T) {
 		cutUnderTheAnswer(c)
 		c.Heal(0, 1)
 		r := <-done
-		if r.err != nil {
-			t.Fatalf("CONNECT on node 2 after a lost hand-over answer: %v", r.err)
-		}
-		if !r.cl.Connack.SessionPresent {
-			t.Fatal("CONNACK on node 2 says no session present")
-		}
-		var got []string
-		for _, m := range r.cl.Collect(len(want)) {
-			got = append(got, m.Payload)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("after the move got %v, want %v", got, want)
-		}
+		expectResumed(t, r.cl, r.err, want)
 		c.Eventually("node 1 released the session", func() bool {
 			return n1.Broker.Stats().Sessions == 0 && n1.Gather("sextant_cluster_sessions_moving", nil) == 0
 		})
@@ -142,19 +155,7 @@ func TestAbandonedHandOverKeepsTheSession(t *testing.T) {
 			return l != nil && l.Up()
 		})
 		cl, err := n2.TryConnect(id, ConnectOptions{Resume: true, SessionExpiry: 300})
-		if err != nil {
-			t.Fatalf("CONNECT retried on node 2: %v", err)
-		}
-		if !cl.Connack.SessionPresent {
-			t.Fatal("the retried CONNECT got a fresh session")
-		}
-		var got []string
-		for _, m := range cl.Collect(len(want)) {
-			got = append(got, m.Payload)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("after the retried move got %v, want %v", got, want)
-		}
+		expectResumed(t, cl, err, want)
 		c.Eventually("node 1 released the session", func() bool { return n1.Broker.Stats().Sessions == 0 })
 	})
 }
@@ -182,19 +183,7 @@ func TestAbandonedHandOverWithTheOwnerCutOff(t *testing.T) {
 			return n1.Gather("sextant_cluster_sessions_moving", nil) == 0
 		})
 		cl, err := n2.TryConnect(id, ConnectOptions{Resume: true, SessionExpiry: 300})
-		if err != nil {
-			t.Fatalf("CONNECT retried on node 2: %v", err)
-		}
-		if !cl.Connack.SessionPresent {
-			t.Fatal("the retried CONNECT got a fresh session")
-		}
-		var got []string
-		for _, m := range cl.Collect(len(want)) {
-			got = append(got, m.Payload)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("after the retried move got %v, want %v", got, want)
-		}
+		expectResumed(t, cl, err, want)
 	})
 }
 
@@ -222,13 +211,7 @@ func TestHandOverReleaseLostDropsTheOldCopy(t *testing.T) {
 		if got := n1.Gather("sextant_cluster_stale_sessions_total", nil); got != 1 {
 			t.Errorf("node 1 counted %v stale sessions, want 1", got)
 		}
-		var got []string
-		for _, m := range cl.Collect(len(want)) {
-			got = append(got, m.Payload)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("on node 2 got %v, want %v", got, want)
-		}
+		expectPayloads(t, cl, want)
 		n3.Connect("pub2", ConnectOptions{}).Publish("q/z", 1, false, "later")
 		if m := cl.Next(); m.Payload != "later" {
 			t.Fatalf("after the settle got %v", m)
