@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +18,7 @@ import (
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/router"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // ErrConfig marks an invalid Config.
@@ -115,14 +115,10 @@ type Cluster struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	metrics *clusterMetrics
-	ctx     context.Context
-	cancel  context.CancelFunc
+	group   *run.Group    // member watcher, directory loop, RTT prober, background registrations
 	dirWake chan struct{} // cap 1: the directory should resynchronise
 	matches sync.Pool     // *router.Matches[string]
 	hlc     hlc
-
-	closed atomic.Bool
-	wg     sync.WaitGroup // member watcher, directory loop, RTT prober, background registrations
 
 	rtt struct {
 		sync.Mutex
@@ -211,7 +207,7 @@ func New(cfg Config) (*Cluster, error) {
 		dirWake: make(chan struct{}, 1),
 	}
 	c.hlc.clock = cfg.Clock
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.group = run.NewGroup(context.Background())
 	c.matches.New = func() any { return new(router.Matches[string]) }
 	c.remote.ix = router.New[string]()
 	c.remote.filters = map[string]map[string]struct{}{}
@@ -258,39 +254,19 @@ func (c *Cluster) Start() {
 	c.dir.Unlock()
 	c.peers.Start()
 	c.reconcile(c.cfg.Members.Members())
-	c.wg.Add(3)
-	go c.watchMembers()
-	go c.directoryLoop()
-	go c.probeLoop()
+	c.group.Go(c.watchMembers)
+	c.group.Go(c.directoryLoop)
+	c.group.Go(c.probeLoop)
 }
 
 // Close stops following membership, closes every peer link and waits for
 // the layer's goroutines. Calls from the broker after Close do nothing.
 func (c *Cluster) Close() error {
-	c.mu.Lock() // spawn checks closed under it: no goroutine starts after this
-	if c.closed.Swap(true) {
-		c.mu.Unlock()
+	if !c.group.Stop() {
 		return nil
 	}
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
+	c.group.Wait()
 	return c.peers.Close()
-}
-
-// spawn runs f on a goroutine the layer owns (Close waits for it), unless
-// the layer is closed.
-func (c *Cluster) spawn(f func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed.Load() {
-		return
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
 }
 
 // NodeID implements broker.Cluster.
@@ -302,7 +278,7 @@ func (c *Cluster) Stamp() uint64 { return c.hlc.now() }
 // Interest implements broker.Cluster: the broker reports a filter's first
 // local subscriber (present) and its last one leaving.
 func (c *Cluster) Interest(filter string, present bool) {
-	if c.closed.Load() {
+	if c.group.Stopped() {
 		return
 	}
 	c.peers.SetInterest(filter, present)

@@ -58,7 +58,7 @@ func (c *Cluster) ownerOf(clientID string) string {
 // exported the session but its answer did not arrive, the error wraps
 // broker.ErrSessionMoving and the CONNECT is refused instead.
 func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool) (*broker.SessionState, error) {
-	if c.closed.Load() {
+	if c.group.Stopped() {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DirectoryTimeout)
@@ -71,7 +71,7 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 	mine := claim{ClientID: clientID, Node: c.id, Stamp: stamp}
 	if cleanStart {
 		// Nothing moves: the CONNECT need not wait for the directory.
-		c.spawn(func() { c.takeoverClean(own, mine) })
+		c.group.Go(func(ctx context.Context) { c.takeoverClean(ctx, own, mine) })
 		return nil, nil
 	}
 	var prev claim
@@ -141,8 +141,8 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 // newer claim reached the owner first, this node's session is the stale
 // one, and the directory loop drops it; if the owner cannot be reached, the
 // loop registers the claim later.
-func (c *Cluster) takeoverClean(own string, mine claim) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DirectoryTimeout)
+func (c *Cluster) takeoverClean(ctx context.Context, own string, mine claim) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DirectoryTimeout)
 	defer cancel()
 	var prev claim
 	var superseded bool
@@ -346,7 +346,7 @@ func (c *Cluster) askSettle(node, clientID string) (abandoned bool, err error) {
 	if l == nil || !l.Up() {
 		return false, fmt.Errorf("no link to %s", node)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DirectoryTimeout)
+	ctx, cancel := context.WithTimeout(c.group.Context(), c.cfg.DirectoryTimeout)
 	defer cancel()
 	out, err := l.Call(ctx, methodSettle, appendClientID(nil, clientID))
 	if err != nil {
@@ -371,7 +371,7 @@ func (c *Cluster) settled(clientID string) []byte {
 // SessionEnded implements broker.Cluster: the owner forgets the entry if it
 // still names this node.
 func (c *Cluster) SessionEnded(clientID string) {
-	if c.closed.Load() {
+	if c.group.Stopped() {
 		return
 	}
 	c.dir.Lock()
@@ -485,13 +485,12 @@ func (c *Cluster) pokeDirectory() {
 // change (or a new link, or every ResyncInterval) it drops entries this node
 // no longer owns and re-registers this node's sessions with owners that
 // changed or could not be reached before. It also sweeps tombstones.
-func (c *Cluster) directoryLoop() {
-	defer c.wg.Done()
+func (c *Cluster) directoryLoop(ctx context.Context) {
 	t := c.clock.NewTimer(c.cfg.ResyncInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-c.dirWake:
 		case <-t.C():
@@ -550,7 +549,7 @@ func (c *Cluster) assertWith(own string, ids []string, stamps []uint64) {
 		if l == nil || !l.Up() {
 			return // retried on the next link-up or tick
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DirectoryTimeout)
+		ctx, cancel := context.WithTimeout(c.group.Context(), c.cfg.DirectoryTimeout)
 		out, err := l.Call(ctx, methodAssert, appendAssert(nil, c.id, ids, stamps))
 		cancel()
 		if err != nil {

@@ -1,18 +1,18 @@
 package cluster
 
 import (
+	"context"
 	"slices"
 
 	"github.com/sextantmq/sextant/internal/membership"
 )
 
 // watchMembers follows membership events until Close.
-func (c *Cluster) watchMembers() {
-	defer c.wg.Done()
+func (c *Cluster) watchMembers(ctx context.Context) {
 	events := c.cfg.Members.Events()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case e, ok := <-events:
 			if !ok {

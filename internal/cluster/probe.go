@@ -12,13 +12,12 @@ const probeInterval = 5 * time.Second
 // peer link with an empty request, for the admin API's measured RTTs (the
 // estimates come from Vivaldi coordinates). It includes queueing on the
 // link, which is what a forwarded message sees.
-func (c *Cluster) probeLoop() {
-	defer c.wg.Done()
+func (c *Cluster) probeLoop(ctx context.Context) {
 	t := c.clock.NewTimer(probeInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
@@ -26,9 +25,9 @@ func (c *Cluster) probeLoop() {
 			if !l.Up() {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			start := c.clock.Now()
-			_, err := l.Call(ctx, methodPing, nil)
+			_, err := l.Call(pctx, methodPing, nil)
 			rtt := c.clock.Now().Sub(start)
 			cancel()
 			if err != nil {

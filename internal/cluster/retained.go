@@ -26,7 +26,7 @@ func newerThan(stamp uint64, origin string, s2 uint64, o2 string) bool {
 // (already applied locally, stamped) goes to every connected peer; a peer
 // whose link is down gets a full sync when it reconnects.
 func (c *Cluster) Retained(m *message.Message) {
-	if c.closed.Load() {
+	if c.group.Stopped() {
 		return
 	}
 	c.retained.Lock()

@@ -27,7 +27,7 @@ type target struct {
 // item saying what to deliver it to, on its link's FIFO queue, so messages
 // from one publisher reach every node in the order they were published.
 func (c *Cluster) Forward(m *message.Message, served []string) {
-	if c.closed.Load() {
+	if c.group.Stopped() {
 		return
 	}
 	ms := c.matches.Get().(*router.Matches[string])

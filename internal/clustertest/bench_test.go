@@ -22,7 +22,7 @@ import (
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/metrics"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
-	"github.com/sextantmq/sextant/internal/peer"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // staticMembers is a fixed member list: the benchmark runs without gossip.
@@ -70,7 +70,7 @@ func startBenchNodes(b *testing.B, n int) []*benchNode {
 		}
 		nd.broker = br
 		if n > 1 {
-			nd.cluster, err = cluster.New(cluster.Config{NodeID: nd.id, Broker: br, Dial: peer.DialTCP,
+			nd.cluster, err = cluster.New(cluster.Config{NodeID: nd.id, Broker: br, Dial: netx.DialTCP,
 				Members: &staticMembers{ms: ms, events: make(chan membership.Event)}, Listener: peerLns[i], Log: log})
 			if err != nil {
 				b.Fatal(err)

@@ -18,12 +18,6 @@ var ErrConfig = errors.New("meta: invalid config")
 // DialFunc opens a stream to a group member's address.
 type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
 
-// DialTCP dials addr over TCP; it is the DialFunc for production.
-func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
-}
-
 // Server is one member of the group.
 type Server struct {
 	ID    string `json:"id"`
@@ -49,7 +43,7 @@ type Config struct {
 	Addr string
 	// Listener accepts the group's connections; Meta owns it from Open on.
 	Listener net.Listener
-	// Dial opens connections to other members (DialTCP in production).
+	// Dial opens connections to other members (netx.DialTCP in production).
 	Dial DialFunc
 	// TLS secures the group's connections (nil: plain). After a
 	// connection's kind byte, which stays in the clear for the listener's

@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // Errors of the metadata group.
@@ -40,14 +40,7 @@ type Meta struct {
 	log     *wal.WAL
 	layer   *raftLayer
 	machine *machine
-	ctx     context.Context // ends at Close; bounds served requests
-	cancel  context.CancelFunc
-
-	wg sync.WaitGroup // every goroutine Meta starts
-	mu struct {
-		sync.Mutex
-		closed bool
-	}
+	group   *run.Group // every goroutine Meta starts; its context ends at Close and bounds served requests
 }
 
 // Open opens (or creates) the node's group storage in cfg.DataDir, starts
@@ -120,40 +113,20 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 		return nil, fmt.Errorf("meta: start raft: %w", err)
 	}
 	m = &Meta{cfg: cfg, logger: logger, raft: r, log: log, layer: layer, machine: mach}
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.spawn(m.acceptLoop)
+	m.group = run.NewGroup(context.Background())
+	m.group.Go(m.acceptLoop)
 	return m, nil
-}
-
-// spawn runs fn on a goroutine that Close waits for; false once closed.
-func (m *Meta) spawn(fn func()) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.closed {
-		return false
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		fn()
-	}()
-	return true
 }
 
 // Close stops serving, shuts Raft down and closes the storage. It waits for
 // every goroutine Meta started.
 func (m *Meta) Close() error {
-	m.mu.Lock()
-	if m.mu.closed {
-		m.mu.Unlock()
+	if !m.group.Stop() {
 		return nil
 	}
-	m.mu.closed = true
-	m.mu.Unlock()
-	m.cancel()
 	_ = m.cfg.Listener.Close()
 	rerr := m.raft.Shutdown().Error() // also closes the transport and its connections
-	m.wg.Wait()
+	m.group.Wait()
 	werr := m.log.Close()
 	if err := errors.Join(rerr, werr); err != nil {
 		return fmt.Errorf("meta: close: %w", err)
@@ -308,7 +281,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 func (m *Meta) leaderDo(ctx context.Context, req request, idempotent bool) (response, error) {
 	backoff := 10 * time.Millisecond
 	for {
-		if m.ctx.Err() != nil {
+		if m.group.Stopped() {
 			return response{}, ErrClosed
 		}
 		var (
@@ -395,7 +368,7 @@ func (m *Meta) changeLocal(ctx context.Context, op, id, addr string) error {
 // latest when it shuts down, so the waiting goroutine always ends.
 func (m *Meta) await(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
-	if !m.spawn(func() { done <- f.Error() }) {
+	if !m.group.Go(func(context.Context) { done <- f.Error() }) {
 		return ErrClosed
 	}
 	select {

@@ -17,6 +17,7 @@ import (
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
 )
 
@@ -55,7 +56,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		}
 		addr := ln.Addr().String()
 		cp.meta, err = meta.Open(ctx, meta.Config{
-			NodeID: cfg.NodeID, DataDir: metaDir, Addr: addr, Listener: ln, Dial: meta.DialTCP,
+			NodeID: cfg.NodeID, DataDir: metaDir, Addr: addr, Listener: ln, Dial: netx.DialTCP,
 			Voter: true, Bootstrap: []meta.Server{{ID: cfg.NodeID, Addr: addr, Voter: true}},
 			Timing: timing, Logger: metaLog,
 		})
@@ -96,7 +97,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 
 	voter := cfg.Tier == membership.TierCore
 	mc := meta.Config{
-		NodeID: cfg.NodeID, DataDir: metaDir, Addr: cfg.ClusterAddr, Listener: metaLn, Dial: meta.DialTCP,
+		NodeID: cfg.NodeID, DataDir: metaDir, Addr: cfg.ClusterAddr, Listener: metaLn, Dial: netx.DialTCP,
 		TLS: peerTLS, Voter: voter, Timing: timing, Logger: metaLog,
 	}
 	if len(cfg.Join) == 0 {
@@ -124,7 +125,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	cp.layer, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn, TLS: peerTLS,
-		Dial: peer.DialTCP, Registerer: n.metrics.Registry, Clock: n.clock,
+		Dial: netx.DialTCP, Registerer: n.metrics.Registry, Clock: n.clock,
 		Log: n.log.With("subsystem", "cluster"), Seed: uint64(n.clock.Now().UnixNano()),
 	})
 	if err != nil {
@@ -254,8 +255,7 @@ func (c *skipConn) Read(p []byte) (int, error) {
 // dialProto dials addr and sends the protocol byte.
 func dialProto(proto byte) membership.DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
+		c, err := netx.DialTCP(ctx, addr)
 		if err != nil {
 			return nil, err
 		}

@@ -63,7 +63,7 @@ func newLink(m *Manager, id, addr string) *Link {
 		mgr: m, id: id, dials: m.cfg.NodeID < id, lm: m.metrics.forPeer(id),
 		wake: make(chan struct{}, 1), offer: make(chan accepted), done: make(chan struct{}),
 	}
-	l.ctx, l.cancel = context.WithCancel(m.ctx)
+	l.ctx, l.cancel = context.WithCancel(m.group.Context())
 	l.mu.addr = addr
 	l.mu.upCh = make(chan struct{})
 	l.mu.pending = map[uint64]chan response{}

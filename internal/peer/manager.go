@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/netx"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // ErrClosed is returned by operations on a removed link or closed manager.
@@ -39,13 +41,11 @@ type Manager struct {
 	noLink      prometheus.Counter
 	interest    *interest
 	incarnation uint64
-	ctx         context.Context
-	cancel      context.CancelFunc
+	group       *run.Group    // accept loop, handshakes, request handlers; its context ends at Close
 	requests    chan struct{} // semaphore of request handlers
 	handshakes  chan struct{} // semaphore of inbound handshakes
 
 	links atomic.Pointer[map[string]*Link] // copy on write, for lookups on the publish path
-	wg    sync.WaitGroup                   // accept loop, handshakes, request handlers
 
 	rng struct {
 		sync.Mutex
@@ -82,7 +82,7 @@ func New(cfg Config) (*Manager, error) {
 	m.noLink = m.metrics.dropped.WithLabelValues("", DropNoLink)
 	m.requests = make(chan struct{}, m.opts.MaxRequests)
 	m.handshakes = make(chan struct{}, maxHandshakes)
-	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.group = run.NewGroup(context.Background())
 	m.rng.r = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
 	m.mu.links = map[string]*Link{}
 	empty := map[string]*Link{}
@@ -102,8 +102,7 @@ func (m *Manager) Start() {
 		return
 	}
 	m.mu.started = true
-	m.wg.Add(1)
-	go m.acceptLoop()
+	m.group.Go(m.acceptLoop)
 }
 
 // Add makes sure there is a link to node id at addr: a new link starts
@@ -203,7 +202,7 @@ func (m *Manager) Close() error {
 	m.mu.links = map[string]*Link{}
 	m.publishLinks()
 	m.mu.Unlock()
-	m.cancel()
+	m.group.Stop()
 	var err error
 	if m.cfg.Listener != nil {
 		if cerr := m.cfg.Listener.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
@@ -214,7 +213,7 @@ func (m *Manager) Close() error {
 		l.stop()
 		m.metrics.forget(id)
 	}
-	m.wg.Wait()
+	m.group.Wait()
 	return err
 }
 
@@ -232,57 +231,24 @@ func (m *Manager) backoff(n int) time.Duration {
 	return d/2 + j
 }
 
-// spawn runs f in a goroutine owned by the manager, unless it is closing.
-func (m *Manager) spawn(f func()) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.closed {
-		return false
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		f()
-	}()
-	return true
-}
-
-func (m *Manager) acceptLoop() {
-	defer m.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := m.cfg.Listener.Accept()
-		if err != nil {
-			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			m.log.Warn("peer: accept", "err", err)
-			t := m.clock.NewTimer(backoff)
-			select {
-			case <-t.C():
-			case <-m.ctx.Done():
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+func (m *Manager) acceptLoop(ctx context.Context) {
+	netx.Accept(ctx, m.cfg.Listener, m.clock, m.log.With("listener", "peer"), func(c net.Conn) bool {
 		select {
 		case m.handshakes <- struct{}{}:
 		default:
 			_ = c.Close() // too many half-open connections
-			continue
+			return true
 		}
-		if !m.spawn(func() {
+		if !m.group.Go(func(context.Context) {
 			defer func() { <-m.handshakes }()
 			m.accept(c)
 		}) {
 			<-m.handshakes
 			_ = c.Close()
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // accept runs the acceptor's side of the handshake and hands the
@@ -297,7 +263,7 @@ func (m *Manager) accept(c net.Conn) {
 	conn := c
 	if m.cfg.TLS != nil {
 		tc := tls.Server(c, m.cfg.TLS)
-		ctx, cancel := context.WithTimeout(m.ctx, m.opts.HandshakeTimeout)
+		ctx, cancel := context.WithTimeout(m.group.Context(), m.opts.HandshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
@@ -420,9 +386,9 @@ func (m *Manager) serveRequest(l *Link, sess uint64, r request) {
 		}
 		return
 	}
-	if !m.spawn(func() {
+	if !m.group.Go(func(ctx context.Context) {
 		defer func() { <-m.requests }()
-		out, err := m.cfg.Handler.Serve(m.ctx, l.id, r.Method, r.Body)
+		out, err := m.cfg.Handler.Serve(ctx, l.id, r.Method, r.Body)
 		if r.ID == 0 {
 			return
 		}
