@@ -44,12 +44,12 @@ type Broker struct {
 	cfg     Config
 	clock   clock.Clock
 	log     *slog.Logger
-	metrics *metrics.Broker
+	metrics *metrics.Node
 	store   Store // nil: nothing persisted
 	env     *session.Env
 	started time.Time
 
-	retained *retained.Store
+	retained *retained.Index
 	matches  sync.Pool // *router.Matches[*session.Session]
 
 	subs struct {
@@ -84,10 +84,10 @@ type timers struct {
 
 // New creates a broker and loads the durable state from st (which may be
 // nil for a broker that persists nothing).
-func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Broker) (*Broker, error) {
+func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Node) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, clock: clk, log: log, metrics: m, store: st,
-		retained: &retained.Store{}, started: clk.Now(), stop: make(chan struct{}),
+		retained: &retained.Index{}, started: clk.Now(), stop: make(chan struct{}),
 	}
 	b.subs.ix = router.New[*session.Session]()
 	b.subs.counts = map[string]int{}

@@ -11,6 +11,7 @@ import (
 	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/store"
+	"github.com/sextantmq/sextant/internal/topic"
 )
 
 // Cluster is the rest of the cluster as the broker sees it. A node running
@@ -125,7 +126,7 @@ func (b *Broker) DeliverForwarded(m *message.Message, direct bool, groups []stri
 	}
 	for i := range ms.Shared {
 		g := &ms.Shared[i]
-		key := sharedKey(g.Group, g.Filter)
+		key := topic.JoinShared(g.Group, g.Filter)
 		if !contains(groups, key) {
 			continue
 		}

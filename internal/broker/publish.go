@@ -2,13 +2,13 @@ package broker
 
 import (
 	"context"
-	"strings"
 
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/metrics"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/session"
+	"github.com/sextantmq/sextant/internal/topic"
 )
 
 // Publish implements session.Hub: route m to every matching session. from
@@ -19,7 +19,7 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 	var ps session.Persist
 	needSync := false
 	cl := b.cluster
-	if cl != nil && isSys(m.Topic) {
+	if cl != nil && topic.IsSys(m.Topic) {
 		cl = nil // $SYS statistics are this node's own
 	}
 	if cl != nil {
@@ -30,7 +30,7 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 	}
 	if m.Retain {
 		b.retain(m, &ps)
-		if m.QoS > 0 && b.store != nil && !isSys(m.Topic) {
+		if m.QoS > 0 && b.store != nil && !topic.IsSys(m.Topic) {
 			needSync = true
 		}
 	}
@@ -61,10 +61,10 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 			continue
 		}
 		if cl != nil {
-			served = append(served, sharedKey(g.Group, g.Filter))
+			served = append(served, topic.JoinShared(g.Group, g.Filter))
 		}
 		dl := session.Delivery{Msg: m, QoS: min(m.QoS, member.Opts.QoS), Retain: m.Retain && member.Opts.RetainAsPublished,
-			Shared: sharedKey(g.Group, g.Filter)}
+			Shared: topic.JoinShared(g.Group, g.Filter)}
 		if member.Opts.ID != 0 {
 			dl.IDs = []uint32{member.Opts.ID}
 		}
@@ -191,8 +191,6 @@ func pickMember(g *router.SharedMatch[*session.Session], skip *session.Session) 
 	return fallback
 }
 
-func sharedKey(group, filter string) string { return "$share/" + group + "/" + filter }
-
 // redistributeShared hands the messages a departing member of shared groups
 // had not acknowledged to other members of the same groups.
 func (b *Broker) redistributeShared(s *session.Session) {
@@ -209,7 +207,7 @@ func (b *Broker) redistributeShared(s *session.Session) {
 		delivered := false
 		for i := range ms.Shared {
 			g := &ms.Shared[i]
-			if sharedKey(g.Group, g.Filter) != d.Shared {
+			if topic.JoinShared(g.Group, g.Filter) != d.Shared {
 				continue
 			}
 			if member := pickMember(g, s); member != nil {
@@ -253,7 +251,7 @@ func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur
 	if !b.retained.SetIf(m, keep) {
 		return false
 	}
-	if b.store != nil && !isSys(m.Topic) {
+	if b.store != nil && !topic.IsSys(m.Topic) {
 		if len(m.Payload) == 0 && m.Stamp == 0 {
 			ps.Add().DeleteRetained(m.Topic)
 		} else {
@@ -266,5 +264,3 @@ func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur
 	b.metrics.RetainedMessages.Set(float64(b.retained.Len()))
 	return true
 }
-
-func isSys(t string) bool { return strings.HasPrefix(t, "$SYS/") }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/topic"
 )
 
 // tombstone remembers a retained deletion.
@@ -71,7 +72,7 @@ func (c *Cluster) applyRetained(m *message.Message) {
 func (c *Cluster) retainedSnapshot() [][]byte {
 	var out [][]byte
 	c.b.RetainedMessages(func(m *message.Message) bool {
-		if m.Stamp == 0 && m.Origin == "" && strings.HasPrefix(m.Topic, "$SYS/") {
+		if m.Stamp == 0 && m.Origin == "" && topic.IsSys(m.Topic) {
 			return true // this node's own statistics
 		}
 		out = append(out, message.Append(nil, m))

@@ -54,7 +54,7 @@ func (c *Cluster) Forward(m *message.Message, served []string) {
 	}
 	for i := range ms.Shared {
 		g := &ms.Shared[i]
-		key := topic.SharePrefix + g.Group + "/" + g.Filter
+		key := topic.JoinShared(g.Group, g.Filter)
 		if slices.Contains(served, key) {
 			continue
 		}

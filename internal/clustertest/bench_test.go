@@ -64,7 +64,7 @@ func startBenchNodes(b *testing.B, n int) []*benchNode {
 		lim := Limits()
 		lim.MaxQueued = 100000
 		nd := &benchNode{id: ms[i].ID}
-		br, err := broker.New(broker.Config{Limits: lim, MaxConnections: 1000, Version: "bench"}, nil, clock.Real{}, log, metrics.NewBroker())
+		br, err := broker.New(broker.Config{Limits: lim, MaxConnections: 1000, Version: "bench"}, nil, clock.Real{}, log, metrics.NewNode())
 		if err != nil {
 			b.Fatal(err)
 		}

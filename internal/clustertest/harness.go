@@ -77,7 +77,7 @@ type Node struct {
 	Cluster  *cluster.Cluster
 	Members  *membership.Membership
 	Store    *store.Store
-	Metrics  *metrics.Broker
+	Metrics  *metrics.Node
 	c        *Cluster
 	dataDir  string
 	mux      *peer.Mux
@@ -171,7 +171,7 @@ func (n *Node) start() error {
 	if c.opts.Limits != nil {
 		lim = *c.opts.Limits
 	}
-	n.Metrics = metrics.NewBroker()
+	n.Metrics = metrics.NewNode()
 	var st broker.Store
 	if n.dataDir != "" {
 		s, err := store.Open(filepath.Join(n.dataDir, "sextant.db"), store.Options{Fsync: store.FsyncNever})

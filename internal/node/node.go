@@ -38,7 +38,7 @@ type Node struct {
 	version string
 	started time.Time
 
-	metrics  *metrics.Broker
+	metrics  *metrics.Node
 	store    *store.Store
 	broker   *broker.Broker
 	cluster  *clusterParts
@@ -79,7 +79,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 		cfg.NodeID = h
 	}
-	n := &Node{cfg: cfg, log: opts.Log, clock: opts.Clock, version: opts.Version, metrics: metrics.NewBroker()}
+	n := &Node{cfg: cfg, log: opts.Log, clock: opts.Clock, version: opts.Version, metrics: metrics.NewNode()}
 	sec, err := newSecurity(cfg, n.clock, n.metrics, n.log)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func LimitsFrom(cfg config.Config) session.Limits {
 	}
 }
 
-type storeObserver struct{ m *metrics.Broker }
+type storeObserver struct{ m *metrics.Node }
 
 var _ store.Observer = storeObserver{}
 
@@ -252,7 +252,7 @@ func (n *Node) addrLocked(kind string) string {
 func (n *Node) Broker() *broker.Broker { return n.broker }
 
 // Metrics exposes the node's metric set.
-func (n *Node) Metrics() *metrics.Broker { return n.metrics }
+func (n *Node) Metrics() *metrics.Node { return n.metrics }
 
 // Status implements adminapi.Node.
 func (n *Node) Status() adminapi.Status {

@@ -377,12 +377,12 @@ type accepted struct {
 
 // serveRequest runs the handler for a request in a goroutine of its own and
 // queues the answer on the connection it came from.
-func (m *Manager) serveRequest(l *Link, sess uint64, r request) {
+func (m *Manager) serveRequest(l *Link, connN uint64, r request) {
 	select {
 	case m.requests <- struct{}{}:
 	default:
 		if r.ID != 0 {
-			l.respond(sess, response{ID: r.ID, Status: statusError, Body: []byte("peer: too many requests")})
+			l.respond(connN, response{ID: r.ID, Status: statusError, Body: []byte("peer: too many requests")})
 		}
 		return
 	}
@@ -393,10 +393,10 @@ func (m *Manager) serveRequest(l *Link, sess uint64, r request) {
 			return
 		}
 		if err != nil {
-			l.respond(sess, response{ID: r.ID, Status: statusError, Body: []byte(err.Error())})
+			l.respond(connN, response{ID: r.ID, Status: statusError, Body: []byte(err.Error())})
 			return
 		}
-		l.respond(sess, response{ID: r.ID, Status: statusOK, Body: out})
+		l.respond(connN, response{ID: r.ID, Status: statusOK, Body: out})
 	}) {
 		<-m.requests
 	}
