@@ -50,7 +50,7 @@ type Broker struct {
 	started time.Time
 
 	retained *retained.Index
-	matches  sync.Pool // *router.Matches[*session.Session]
+	fanouts  sync.Pool // *fanout
 
 	subs struct {
 		sync.RWMutex
@@ -94,7 +94,7 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Nod
 	b.mu.sessions = map[string]*session.Session{}
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
-	b.matches.New = func() any { return new(router.Matches[*session.Session]) }
+	b.fanouts.New = func() any { return new(fanout) }
 	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b, Auth: cfg.Auth}
 	if st != nil {
 		b.env.Store = st

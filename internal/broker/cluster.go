@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
-	"github.com/sextantmq/sextant/internal/router"
+	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/store"
-	"github.com/sextantmq/sextant/internal/topic"
 )
 
 // Cluster is the rest of the cluster as the broker sees it. A node running
@@ -110,45 +108,11 @@ func (b *Broker) announceInterest(ch []interestChange) {
 // member of each shared group listed in groups. It is never forwarded again.
 func (b *Broker) DeliverForwarded(m *message.Message, direct bool, groups []string) {
 	var ps session.Persist
-	ms := b.matches.Get().(*router.Matches[*session.Session])
-	b.subs.RLock()
-	b.subs.ix.Match(m.Topic, nil, ms)
-	b.subs.RUnlock()
-	if direct {
-		for i := range ms.Direct {
-			d := &ms.Direct[i]
-			dl := session.Delivery{Msg: m, QoS: min(m.QoS, d.QoS), Retain: m.Retain && d.RetainAsPublished}
-			if len(d.IDs) > 0 {
-				dl.IDs = append([]uint32(nil), d.IDs...)
-			}
-			b.deliver(d.Sub, dl, &ps)
-		}
-	}
-	for i := range ms.Shared {
-		g := &ms.Shared[i]
-		key := topic.JoinShared(g.Group, g.Filter)
-		if !contains(groups, key) {
-			continue
-		}
-		if member := pickMember(g, nil); member != nil {
-			dl := session.Delivery{Msg: m, QoS: min(m.QoS, member.Opts.QoS), Retain: m.Retain && member.Opts.RetainAsPublished, Shared: key}
-			if member.Opts.ID != 0 {
-				dl.IDs = []uint32{member.Opts.ID}
-			}
-			b.deliver(member.Sub, dl, &ps)
-		}
-	}
-	b.matches.Put(ms)
+	f := b.fanouts.Get().(*fanout)
+	b.route(m, nil, scope{direct: direct, groups: groups}, f)
+	b.fanOut(f.rs, &ps)
+	b.putFanout(f)
 	b.commitPersist(&ps)
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ApplyRetained applies a retained update replicated from another node if it
@@ -156,16 +120,9 @@ func contains(xs []string, s string) bool {
 // was applied.
 func (b *Broker) ApplyRetained(m *message.Message) bool {
 	var ps session.Persist
-	applied := b.retainIf(m, &ps, func(cur *message.Message) bool { return !newer(m, cur) })
+	applied := b.retainIf(m, &ps, func(cur *message.Message) bool { return !retained.Newer(m, cur.Stamp, cur.Origin) })
 	b.commitPersist(&ps)
 	return applied
-}
-
-func newer(a, b *message.Message) bool {
-	if a.Stamp != b.Stamp {
-		return a.Stamp > b.Stamp
-	}
-	return strings.Compare(a.Origin, b.Origin) > 0
 }
 
 // HandOver moves a local session out to another node: the client's

@@ -1,10 +1,10 @@
 package cluster
 
 import (
-	"strings"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/topic"
 )
 
@@ -13,14 +13,6 @@ type tombstone struct {
 	stamp   uint64
 	origin  string
 	expires time.Time
-}
-
-// newerThan orders retained updates: by stamp, then by origin node id.
-func newerThan(stamp uint64, origin string, s2 uint64, o2 string) bool {
-	if stamp != s2 {
-		return stamp > s2
-	}
-	return strings.Compare(origin, o2) > 0
 }
 
 // Retained implements broker.Cluster: a retained update published here
@@ -50,7 +42,7 @@ func (c *Cluster) applyRetained(m *message.Message) {
 	c.hlc.observe(m.Stamp)
 	c.retained.Lock()
 	defer c.retained.Unlock()
-	if t, ok := c.retained.tombs[m.Topic]; ok && !newerThan(m.Stamp, m.Origin, t.stamp, t.origin) {
+	if t, ok := c.retained.tombs[m.Topic]; ok && !retained.Newer(m, t.stamp, t.origin) {
 		c.metrics.retainedStale.Inc()
 		return
 	}
@@ -117,7 +109,7 @@ func (c *Cluster) loadTombstones(ms []*message.Message) {
 	for _, m := range ms {
 		c.hlc.observe(m.Stamp)
 		expires := time.UnixMilli(int64(m.Stamp >> logicalBits)).Add(c.cfg.TombstoneTTL)
-		if cur, ok := c.retained.tombs[m.Topic]; ok && !newerThan(m.Stamp, m.Origin, cur.stamp, cur.origin) {
+		if cur, ok := c.retained.tombs[m.Topic]; ok && !retained.Newer(m, cur.stamp, cur.origin) {
 			continue
 		}
 		c.retained.tombs[m.Topic] = tombstone{stamp: m.Stamp, origin: m.Origin, expires: expires}

@@ -300,3 +300,15 @@ func (n *node) removeChild(c *node) {
 		n.kids = nil
 	}
 }
+
+// Newer reports whether m, a retained update, wins over an update stamped
+// stamp by origin under the cluster's last-writer-wins rule: the later
+// hybrid logical stamp wins, and of equal stamps the greater origin node id.
+// This is the one place the rule is written: the broker applies it against
+// the message it holds, the cluster layer against its deletion tombstones.
+func Newer(m *message.Message, stamp uint64, origin string) bool {
+	if m.Stamp != stamp {
+		return m.Stamp > stamp
+	}
+	return m.Origin > origin
+}

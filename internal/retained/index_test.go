@@ -319,3 +319,18 @@ func TestSetIfOrdersUpdates(t *testing.T) {
 		t.Fatal("an update of an empty topic was refused")
 	}
 }
+
+// TestNewerIsLastWriterWins: the later stamp wins; equal stamps are ordered
+// by origin node id; an update never wins over itself.
+func TestNewerIsLastWriterWins(t *testing.T) {
+	m := &message.Message{Topic: "t", Stamp: 10, Origin: "n2"}
+	for _, c := range []struct {
+		stamp  uint64
+		origin string
+		want   bool
+	}{{9, "n9", true}, {11, "n1", false}, {10, "n1", true}, {10, "n3", false}, {10, "n2", false}} {
+		if got := Newer(m, c.stamp, c.origin); got != c.want {
+			t.Errorf("Newer(10/n2 over %d/%s) = %v, want %v", c.stamp, c.origin, got, c.want)
+		}
+	}
+}
