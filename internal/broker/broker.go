@@ -54,10 +54,9 @@ type Broker struct {
 
 	subs struct {
 		sync.RWMutex
-		ix     *router.Index[*session.Session]
-		counts map[string]int // local subscribers per filter, for interest announcements
+		ix *router.Index[*session.Session]
 	}
-	cluster Cluster // nil on a node running alone; set before serving
+	remote *Remote // nil on a node running alone; set before serving
 
 	mu struct {
 		sync.Mutex
@@ -90,7 +89,6 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Nod
 		retained: &retained.Index{}, started: clk.Now(), stop: make(chan struct{}),
 	}
 	b.subs.ix = router.New[*session.Session]()
-	b.subs.counts = map[string]int{}
 	b.mu.sessions = map[string]*session.Session{}
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
@@ -174,9 +172,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	}
 
 	var moved *SessionState
-	if b.cluster != nil {
+	if b.remote != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Limits.ConnectTimeout)
-		st, err := b.cluster.Takeover(ctx, id, p.CleanStart)
+		st, err := b.remote.Sessions.Takeover(ctx, id, p.CleanStart)
 		cancel()
 		if errors.Is(err, ErrSessionMoving) {
 			b.log.Warn("session is moving from another node; refusing the CONNECT until it arrives", "client", id, "err", err)
@@ -371,8 +369,8 @@ func (b *Broker) endSession(s *session.Session) {
 	b.metrics.Subscriptions.Set(float64(n))
 	b.announceInterest(changes)
 	s.End()
-	if b.cluster != nil {
-		b.cluster.SessionEnded(s.ID)
+	if b.remote != nil {
+		b.remote.Sessions.SessionEnded(s.ID)
 	}
 	if b.store != nil {
 		var bt store.Batch

@@ -27,14 +27,14 @@ import (
 func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
 	var ps session.Persist
 	needSync := false
-	cl := b.cluster
-	if cl != nil && topic.IsSys(m.Topic) {
-		cl = nil // $SYS statistics are this node's own
+	r := b.remote
+	if r != nil && topic.IsSys(m.Topic) {
+		r = nil // $SYS statistics are this node's own
 	}
-	if cl != nil {
-		m.Origin = cl.NodeID()
+	if r != nil {
+		m.Origin = r.NodeID
 		if m.Retain {
-			m.Stamp = cl.Stamp()
+			m.Stamp = r.Retained.Stamp()
 		}
 	}
 	if m.Retain {
@@ -47,16 +47,16 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 	f := b.fanouts.Get().(*fanout)
 	b.route(m, from, everyGroup, f)
 	code := packet.Success
-	if cl == nil && len(f.ms.Direct) == 0 && len(f.ms.Shared) == 0 {
+	if r == nil && len(f.ms.Direct) == 0 && len(f.ms.Shared) == 0 {
 		code = packet.NoMatchingSubscribers
 	}
 	if b.fanOut(f.rs, &ps) {
 		needSync = true
 	}
-	if cl != nil {
-		cl.Forward(m, f.served())
+	if r != nil {
+		r.Forwarder.Forward(m, f.served())
 		if m.Retain {
-			cl.Retained(m)
+			r.Retained.Replicate(m)
 		}
 	}
 	b.putFanout(f)

@@ -5,15 +5,19 @@ import (
 	"time"
 )
 
-// probeInterval is how often each peer link's round trip is measured.
-const probeInterval = 5 * time.Second
+// probeInterval is how often each peer link's round trip is measured, and
+// probeTimeout how long one probe may take before it is left unmeasured.
+const (
+	probeInterval = 5 * time.Second
+	probeTimeout  = 2 * time.Second
+)
 
 // probeLoop measures the application-level round trip of every connected
 // peer link with an empty request, for the admin API's measured RTTs (the
 // estimates come from Vivaldi coordinates). It includes queueing on the
 // link, which is what a forwarded message sees.
-func (c *Cluster) probeLoop(ctx context.Context) {
-	t := c.clock.NewTimer(probeInterval)
+func (l *Layer) probeLoop(ctx context.Context) {
+	t := l.clock.NewTimer(probeInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -21,24 +25,24 @@ func (c *Cluster) probeLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		for _, l := range c.peers.Links() {
-			if !l.Up() {
+		for _, pl := range l.peers.Links() {
+			if !pl.Up() {
 				continue
 			}
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			start := c.clock.Now()
-			_, err := l.Call(pctx, methodPing, nil)
-			rtt := c.clock.Now().Sub(start)
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			start := l.clock.Now()
+			_, err := pl.Call(pctx, methodPing, nil)
+			rtt := l.clock.Now().Sub(start)
 			cancel()
 			if err != nil {
 				continue
 			}
-			c.rtt.Lock()
-			if old, ok := c.rtt.m[l.Node()]; ok {
+			l.rtt.Lock()
+			if old, ok := l.rtt.m[pl.Node()]; ok {
 				rtt = old + (rtt-old)/4
 			}
-			c.rtt.m[l.Node()] = rtt
-			c.rtt.Unlock()
+			l.rtt.m[pl.Node()] = rtt
+			l.rtt.Unlock()
 		}
 		t.Reset(probeInterval)
 	}
@@ -46,11 +50,11 @@ func (c *Cluster) probeLoop(ctx context.Context) {
 
 // MeasuredRTT returns the smoothed measured round trip to each peer whose
 // link answered a probe.
-func (c *Cluster) MeasuredRTT() map[string]time.Duration {
-	c.rtt.Lock()
-	defer c.rtt.Unlock()
-	out := make(map[string]time.Duration, len(c.rtt.m))
-	for k, v := range c.rtt.m {
+func (l *Layer) MeasuredRTT() map[string]time.Duration {
+	l.rtt.Lock()
+	defer l.rtt.Unlock()
+	out := make(map[string]time.Duration, len(l.rtt.m))
+	for k, v := range l.rtt.m {
 		out[k] = v
 	}
 	return out

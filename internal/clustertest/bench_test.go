@@ -39,7 +39,7 @@ func (s *staticMembers) Events() <-chan membership.Event { return s.events }
 type benchNode struct {
 	id      string
 	broker  *broker.Broker
-	cluster *cluster.Cluster
+	cluster *cluster.Layer
 	mqtt    *listener.Server
 }
 
@@ -70,12 +70,12 @@ func startBenchNodes(b *testing.B, n int) []*benchNode {
 		}
 		nd.broker = br
 		if n > 1 {
-			nd.cluster, err = cluster.New(cluster.Config{NodeID: nd.id, Broker: br, Dial: netx.DialTCP,
+			nd.cluster, err = cluster.New(cluster.Config{NodeID: nd.id, Deliver: br, Retained: br, Sessions: br, Dial: netx.DialTCP,
 				Members: &staticMembers{ms: ms, events: make(chan membership.Event)}, Listener: peerLns[i], Log: log})
 			if err != nil {
 				b.Fatal(err)
 			}
-			br.SetCluster(nd.cluster)
+			br.SetRemote(nd.cluster.Remote())
 			nd.cluster.Start()
 		} else {
 			_ = peerLns[i].Close()

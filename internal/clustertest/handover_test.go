@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/cluster"
+	"github.com/sextantmq/sextant/internal/cluster/directory"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -28,7 +29,7 @@ func handOverSetupOwned(t *testing.T, n, owner int, opts ...func(*Options)) (c *
 	ids := []string{c.Node(0).ID, c.Node(1).ID, n3.ID}
 	for i := 0; ; i++ {
 		id = fmt.Sprintf("mover-%d", i)
-		if cluster.DirectoryOwner(id, ids) == ids[owner] {
+		if directory.Owner(id, ids) == ids[owner] {
 			break
 		}
 	}
@@ -230,7 +231,7 @@ func TestCleanStartDoesNotWaitForTheDirectory(t *testing.T) {
 		ids := []string{n1.ID, n2.ID, n3.ID}
 		var id string
 		for i := 0; ; i++ {
-			if id = fmt.Sprintf("fresh-%d", i); cluster.DirectoryOwner(id, ids) == n1.ID {
+			if id = fmt.Sprintf("fresh-%d", i); directory.Owner(id, ids) == n1.ID {
 				break
 			}
 		}

@@ -74,7 +74,7 @@ type Node struct {
 	ID, Host string
 	Index    int
 	Broker   *broker.Broker
-	Cluster  *cluster.Cluster
+	Cluster  *cluster.Layer
 	Members  *membership.Membership
 	Store    *store.Store
 	Metrics  *metrics.Node
@@ -225,7 +225,7 @@ func (n *Node) start() error {
 		return err
 	}
 	cfg := cluster.Config{
-		NodeID: n.ID, Broker: b, Members: n.Members, Listener: links, Dial: c.Net.DialFrom(n.Host),
+		NodeID: n.ID, Deliver: b, Retained: b, Sessions: b, Members: n.Members, Listener: links, Dial: c.Net.DialFrom(n.Host),
 		Registerer: n.Metrics.Registry, Log: c.log.With("node", n.ID), Seed: c.opts.Seed + uint64(n.Index),
 		Peer: c.opts.Peer,
 	}
@@ -236,7 +236,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	b.SetCluster(n.Cluster)
+	b.SetRemote(n.Cluster.Remote())
 	n.Cluster.Start()
 
 	mln, err := c.Net.Listen(fmt.Sprintf("%s:%d", n.Host, mqttPort))

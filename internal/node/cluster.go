@@ -35,7 +35,7 @@ type clusterParts struct {
 	mux        *peer.Mux
 	meta       *meta.Meta
 	membership *membership.Membership // nil when running alone
-	layer      *cluster.Cluster       // nil when running alone
+	layer      *cluster.Layer         // nil when running alone
 	tls        *peer.ClusterTLS       // nil without cluster-tls; reloaded on SIGHUP
 }
 
@@ -124,14 +124,15 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	cp.layer, err = cluster.New(cluster.Config{
-		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn, TLS: peerTLS,
+		NodeID: cfg.NodeID, Deliver: n.broker, Retained: n.broker, Sessions: n.broker,
+		Members: cp.membership, Listener: peerLn, TLS: peerTLS,
 		Dial: netx.DialTCP, Registerer: n.metrics.Registry, Clock: n.clock,
 		Log: n.log.With("subsystem", "cluster"), Seed: uint64(n.clock.Now().UnixNano()),
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	n.broker.SetCluster(cp.layer)
+	n.broker.SetRemote(cp.layer.Remote())
 	cp.layer.Start()
 
 	if len(cfg.Join) > 0 {

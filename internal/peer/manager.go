@@ -24,6 +24,9 @@ import (
 // ErrClosed is returned by operations on a removed link or closed manager.
 var ErrClosed = errors.New("peer: closed")
 
+// ErrNoLink is returned by a call to a node this manager has no link to.
+var ErrNoLink = errors.New("peer: no link")
+
 // maxHandshakes bounds the inbound connections in their handshake at once;
 // more are closed at once.
 const maxHandshakes = 64
@@ -177,16 +180,50 @@ func (m *Manager) Publish(id string, p *Publish) {
 	m.noLink.Inc()
 }
 
-// SetInterest records that a filter (as subscribed, "$share/group/filter"
-// for shared ones) gained (present) or lost a local subscriber group; see
-// the package doc for the reference counting. Links announce the change.
-func (m *Manager) SetInterest(filter string, present bool) {
-	if !m.interest.set(filter, present) {
+// AddInterest adds n local subscriptions to filter (as subscribed,
+// "$share/group/filter" for shared ones); n is negative for removals. A
+// filter is announced while its count is positive; see the package doc.
+// Links announce the change.
+func (m *Manager) AddInterest(filter string, n int) {
+	if !m.interest.add(filter, n) {
 		return
 	}
 	for _, l := range *m.links.Load() {
 		l.poke()
 	}
+}
+
+// SendRetained sends one retained update (a message.Append encoding) on
+// every connected link; see Link.SendRetained.
+func (m *Manager) SendRetained(msg []byte) {
+	for _, l := range *m.links.Load() {
+		l.SendRetained(msg)
+	}
+}
+
+// Call sends a request to node id and waits for its answer (Link.Call);
+// it fails with ErrNoLink if there is no link to id.
+func (m *Manager) Call(ctx context.Context, id string, method byte, body []byte) ([]byte, error) {
+	l := m.Link(id)
+	if l == nil {
+		return nil, fmt.Errorf("peer: call to %s: %w", id, ErrNoLink)
+	}
+	return l.Call(ctx, method, body)
+}
+
+// Notify sends a request whose answer is not wanted to node id, if its
+// link is connected (Link.Notify); it reports whether it was queued.
+func (m *Manager) Notify(id string, method byte, body []byte) bool {
+	if l := m.Link(id); l != nil {
+		return l.Notify(method, body)
+	}
+	return false
+}
+
+// Up reports whether the link to node id is connected.
+func (m *Manager) Up(id string) bool {
+	l := m.Link(id)
+	return l != nil && l.Up()
 }
 
 // Close stops accepting, removes every link and waits for every goroutine

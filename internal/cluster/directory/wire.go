@@ -1,4 +1,4 @@
-package cluster
+package directory
 
 import (
 	"encoding/binary"
@@ -11,7 +11,7 @@ import (
 )
 
 // ErrCorrupt reports a request or answer from a peer that cannot be decoded.
-var ErrCorrupt = errors.New("cluster: corrupt encoding")
+var ErrCorrupt = errors.New("directory: corrupt encoding")
 
 // Request methods on peer links.
 const (
@@ -20,10 +20,11 @@ const (
 	methodUnregister byte = 3 // directory owner (notification): a session ended on a node
 	methodHandOver   byte = 4 // holder: close the client's connection and send the session (kept until released)
 	methodDrop       byte = 5 // holder (notification): a newer claim exists; drop a stale session
-	methodPing       byte = 6 // any node: answer at once (round-trip probe)
-	methodRelease    byte = 7 // holder (notification): the session it sent arrived; end it there
-	methodRestore    byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
-	methodSettle     byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0
+	// 6 is the cluster layer's round-trip probe (package cluster), which
+	// shares the peer links' method numbers with the directory.
+	methodRelease byte = 7 // holder (notification): the session it sent arrived; end it there
+	methodRestore byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
+	methodSettle  byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0
 	// directory owner: a clean start's claim, sent after its CONNACK;
 	// answer: appendRegistered
 	methodRegisterClean byte = 10
