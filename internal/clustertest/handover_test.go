@@ -9,6 +9,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/cluster/directory"
+	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -113,9 +114,7 @@ func TestHandOverAnswerLostIsAskedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, id, want := handOverSetup(t, 20, func(o *Options) {
 			o.Cluster = func(cfg *cluster.Config) { cfg.DirectoryTimeout = time.Minute }
-			lim := Limits()
-			lim.ConnectTimeout = 2 * time.Minute
-			o.Limits = &lim
+			o.Config = func(cfg *config.Config) { cfg.ConnectTimeout = 2 * time.Minute }
 		})
 		n1, n2 := c.Node(0), c.Node(1)
 		done := resumeAsync(n2, id)

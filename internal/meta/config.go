@@ -65,6 +65,11 @@ type Config struct {
 	// (default 1024); TrailingLogs the entries kept after one (default 1024).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// InMemory keeps the log, stable store and snapshots in memory instead
+	// of DataDir: nothing survives Close, and a reopened member is a new,
+	// empty one. For nodes that keep nothing durable (node.Options
+	// Ephemeral: in-process test clusters and benchmarks).
+	InMemory bool
 	// Logger receives Raft's logs (default: discarded).
 	Logger *slog.Logger
 }
@@ -74,7 +79,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.NodeID == "":
 		return fmt.Errorf("%w: empty node id", ErrConfig)
-	case c.DataDir == "":
+	case c.DataDir == "" && !c.InMemory:
 		return fmt.Errorf("%w: empty data dir", ErrConfig)
 	case c.Addr == "":
 		return fmt.Errorf("%w: empty address", ErrConfig)

@@ -18,6 +18,43 @@ import (
 	"github.com/sextantmq/sextant/internal/run"
 )
 
+// logStore is the group's log and stable store.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	Close() error
+}
+
+// walSegmentSize is the size of one segment file of the log (preallocated).
+const walSegmentSize = 8 << 20
+
+// openStorage opens the log, stable store and snapshots in cfg.DataDir, or
+// in memory with cfg.InMemory.
+func openStorage(cfg Config) (logStore, raft.SnapshotStore, error) {
+	if cfg.InMemory {
+		return inmemLog{raft.NewInmemStore()}, raft.NewInmemSnapshotStore(), nil
+	}
+	walDir := filepath.Join(cfg.DataDir, "wal")
+	if err := os.MkdirAll(walDir, 0o750); err != nil {
+		return nil, nil, fmt.Errorf("meta: data dir: %w", err)
+	}
+	log, err := wal.Open(walDir, wal.WithLogger(hclogFor(cfg.Logger, "wal")), wal.WithSegmentSize(walSegmentSize))
+	if err != nil {
+		return nil, nil, fmt.Errorf("meta: open log: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclogFor(cfg.Logger, "snapshots"))
+	if err != nil {
+		_ = log.Close()
+		return nil, nil, fmt.Errorf("meta: open snapshots: %w", err)
+	}
+	return log, snaps, nil
+}
+
+// inmemLog is Raft's in-memory store with the Close the WAL has.
+type inmemLog struct{ *raft.InmemStore }
+
+func (inmemLog) Close() error { return nil }
+
 // Errors of the metadata group.
 var (
 	// ErrClosed: the Meta was closed.
@@ -37,7 +74,7 @@ type Meta struct {
 	cfg     Config
 	logger  *slog.Logger
 	raft    *raft.Raft
-	log     *wal.WAL
+	log     logStore
 	layer   *raftLayer
 	machine *machine
 	group   *run.Group // every goroutine Meta starts; its context ends at Close and bounds served requests
@@ -67,19 +104,11 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 	}()
 	closers = append(closers, cfg.Listener.Close)
 
-	walDir := filepath.Join(cfg.DataDir, "wal")
-	if err := os.MkdirAll(walDir, 0o750); err != nil {
-		return nil, fmt.Errorf("meta: data dir: %w", err)
-	}
-	log, err := wal.Open(walDir, wal.WithLogger(hclogFor(cfg.Logger, "wal")), wal.WithSegmentSize(8<<20))
+	log, snaps, err := openStorage(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("meta: open log: %w", err)
+		return nil, err
 	}
 	closers = append(closers, log.Close)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclogFor(cfg.Logger, "snapshots"))
-	if err != nil {
-		return nil, fmt.Errorf("meta: open snapshots: %w", err)
-	}
 
 	layer := newRaftLayer(cfg.Addr, cfg.Dial, cfg.TLS)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
