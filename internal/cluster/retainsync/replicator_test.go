@@ -20,8 +20,8 @@ func (h *holder) ApplyRetained(m *message.Message) bool {
 	return h.ix.SetIf(m, func(cur *message.Message) bool { return !retained.Newer(m, cur.Stamp, cur.Origin) })
 }
 func (h *holder) RetainedMessages(fn func(*message.Message) bool) { h.ix.All(fn) }
-func (h *holder) RetainedTombstones() []*message.Message             { return nil }
-func (h *holder) ForgetTombstone(topic string, _ uint64)             { h.forgotten = append(h.forgotten, topic) }
+func (h *holder) RetainedTombstones() []*message.Message          { return nil }
+func (h *holder) ForgetTombstone(topic string, _ uint64)          { h.forgotten = append(h.forgotten, topic) }
 
 type sent struct{ n int }
 
