@@ -15,6 +15,7 @@ import (
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/router"
+	"github.com/sextantmq/sextant/internal/run"
 	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/store"
 )
@@ -71,8 +72,13 @@ type Broker struct {
 		tombstones []*message.Message
 	}
 
-	stop    chan struct{}
-	bg      sync.WaitGroup
+	// bg runs the $SYS loop; its context ends when Close begins.
+	bg *run.Group
+	// life bounds the broker's blocking calls (the store's queue, the
+	// directory at CONNECT): it ends when Close gives up waiting for
+	// connections, so that a stalled disk cannot hold them past shutdown.
+	life    context.Context
+	endLife context.CancelFunc
 	connsWG sync.WaitGroup
 }
 
@@ -86,13 +92,14 @@ type timers struct {
 func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Node) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, clock: clk, log: log, metrics: m, store: st,
-		retained: &retained.Index{}, started: clk.Now(), stop: make(chan struct{}),
+		retained: &retained.Index{}, started: clk.Now(), bg: run.NewGroup(context.Background()),
 	}
 	b.subs.ix = router.New[*session.Session]()
 	b.mu.sessions = map[string]*session.Session{}
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
 	b.fanouts.New = func() any { return new(fanout) }
+	b.life, b.endLife = context.WithCancel(context.Background())
 	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b, Auth: cfg.Auth}
 	if st != nil {
 		b.env.Store = st
@@ -101,8 +108,7 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Nod
 		}
 	}
 	if cfg.SysInterval > 0 {
-		b.bg.Add(1)
-		go b.sysLoop()
+		b.bg.Go(b.sysLoop)
 	}
 	return b, nil
 }
@@ -173,7 +179,7 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 
 	var moved *SessionState
 	if b.remote != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Limits.ConnectTimeout)
+		ctx, cancel := context.WithTimeout(b.life, b.cfg.Limits.ConnectTimeout)
 		st, err := b.remote.Sessions.Takeover(ctx, id, p.CleanStart)
 		cancel()
 		if errors.Is(err, ErrSessionMoving) {
@@ -393,17 +399,27 @@ func (b *Broker) persistSession(s *session.Session, disconnectedAt time.Time, do
 		b.commitBehind(&bt)
 		return
 	}
-	if err := b.store.Commit(context.Background(), &bt, done); err != nil {
+	if err := b.commit(&bt, done); err != nil {
 		done(err)
 	}
 }
 
+// storeWaitTimeout bounds how long a broker call waits for room in the
+// store's write queue: a disk that stalls longer fails the write (logged;
+// a QoS 1/2 publish waiting on it is answered with 0x83) instead of
+// holding the connection's reader without a deadline.
+const storeWaitTimeout = 10 * time.Second
+
+// commit queues bt on the store (done runs once it is durable), waiting at
+// most storeWaitTimeout for room, and not past the broker's life.
+func (b *Broker) commit(bt *store.Batch, done func(error)) error {
+	ctx, cancel := context.WithTimeout(b.life, storeWaitTimeout)
+	defer cancel()
+	return b.store.Commit(ctx, bt, done)
+}
+
 func (b *Broker) commitBehind(bt *store.Batch) {
-	if err := b.store.Commit(context.Background(), bt, func(err error) {
-		if err != nil {
-			b.log.Error("store write failed", "err", err)
-		}
-	}); err != nil {
+	if err := b.commit(bt, b.logStoreError); err != nil {
 		b.log.Error("store write failed", "err", err)
 	}
 }
@@ -475,7 +491,7 @@ func (b *Broker) Close(ctx context.Context) error {
 		}
 	}
 	b.mu.Unlock()
-	close(b.stop)
+	b.bg.Stop()
 	for _, c := range conns {
 		c.Disconnect(packet.ServerShuttingDown, "server shutting down")
 	}
@@ -486,6 +502,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+		b.endLife() // what still waits on the store or the directory gives up
 	}
 	b.mu.Lock()
 	var all []*session.Session

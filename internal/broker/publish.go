@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"slices"
 
 	"github.com/sextantmq/sextant/internal/message"
@@ -75,7 +74,7 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 		} else {
 			cb = b.logStoreError
 		}
-		err := b.store.Commit(context.Background(), ps.Batch, cb)
+		err := b.commit(ps.Batch, cb)
 		if deferred := ps.Ticket.Committed(); deferred != nil {
 			b.commitBehind(deferred)
 		}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,13 +12,12 @@ import (
 
 // sysLoop publishes broker statistics under $SYS/broker/ as retained QoS 0
 // messages every SysInterval, until Close.
-func (b *Broker) sysLoop() {
-	defer b.bg.Done()
+func (b *Broker) sysLoop(ctx context.Context) {
 	t := b.clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
-		case <-b.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C():
 		}

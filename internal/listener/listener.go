@@ -31,6 +31,9 @@ type HandlerFunc func(net.Conn)
 
 func (f HandlerFunc) ServeConn(c net.Conn) { f(c) }
 
+// wsReadHeaderTimeout bounds reading a WebSocket upgrade request's headers.
+const wsReadHeaderTimeout = 10 * time.Second
+
 // Options are a listener's optional layers.
 type Options struct {
 	// TLS, if set, makes the listener serve TLS (MQTT over TLS, or secure
@@ -96,7 +99,7 @@ func ServeWebSocket(ln net.Listener, h Handler, log *slog.Logger, opts Options) 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mqtt", s.serveWS)
 	s.http = &http.Server{
-		Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		Handler: mux, ReadHeaderTimeout: wsReadHeaderTimeout,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}

@@ -25,6 +25,10 @@ type logStore interface {
 	Close() error
 }
 
+// rpcTimeout bounds one Raft RPC on the group's connections (the
+// transport's I/O deadline).
+const rpcTimeout = 10 * time.Second
+
 // walSegmentSize is the size of one segment file of the log (preallocated).
 const walSegmentSize = 8 << 20
 
@@ -114,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
-		Timeout: 10 * time.Second,
+		Timeout: rpcTimeout,
 		Logger:  hclogFor(cfg.Logger, "raft-net"),
 	})
 	closers = append(closers, trans.Close)

@@ -2,6 +2,16 @@ package peer
 
 import "fmt"
 
+// Buffer sizes of a connection: the reader's buffered reader, the largest
+// frame buffer the reader keeps between frames, and how many batches' worth
+// of write buffer the writer keeps (a hand-over's larger buffer is
+// returned).
+const (
+	readBufferSize   = 64 << 10
+	keepReadBuffer   = 4 << 20
+	keepWriteBatches = 4
+)
+
 // writeLoop is a connection's writer: it sends interest changes, control
 // frames, then the retained sync and forwarded messages in batches, one
 // write per round, and a ping when idle. It returns when the connection
@@ -101,7 +111,7 @@ func (l *Link) writeLoop(c *conn) (*accepted, error) {
 		if more {
 			l.poke()
 		}
-		if cap(buf) > 4*opts.BatchBytes {
+		if cap(buf) > keepWriteBatches*opts.BatchBytes {
 			buf = nil // do not keep a hand-over's buffer around
 		}
 	}
@@ -184,7 +194,7 @@ func (l *Link) readLoop(c *conn) error {
 		default:
 			return fmt.Errorf("%w: unexpected %s frame", ErrCorrupt, frameName(typ))
 		}
-		if cap(buf) > 4<<20 && len(body) < 64<<10 {
+		if cap(buf) > keepReadBuffer && len(body) < readBufferSize {
 			buf = nil // return a large frame's buffer
 		}
 	}

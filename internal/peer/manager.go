@@ -310,7 +310,7 @@ func (m *Manager) accept(c net.Conn) {
 		}
 		conn = tc
 	}
-	br := bufio.NewReaderSize(conn, 64<<10)
+	br := bufio.NewReaderSize(conn, readBufferSize)
 	typ, body, _, err := readFrame(br, nil, 4096)
 	if err != nil || typ != frameHello {
 		_ = conn.Close()
@@ -382,7 +382,7 @@ func (m *Manager) dial(ctx context.Context, id, addr string) (accepted, error) {
 	if _, err := conn.Write(appendHello(nil, hello{Version: protocolVersion, From: m.cfg.NodeID, To: id, Incarnation: m.incarnation})); err != nil {
 		return fail(err)
 	}
-	br := bufio.NewReaderSize(conn, 64<<10)
+	br := bufio.NewReaderSize(conn, readBufferSize)
 	typ, body, _, err := readFrame(br, nil, 4096)
 	if err != nil {
 		return fail(err)

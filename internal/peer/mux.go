@@ -14,6 +14,10 @@ import (
 	"github.com/sextantmq/sextant/internal/run"
 )
 
+// defaultSniffTimeout is how long a Mux waits for a connection's first
+// byte unless told otherwise.
+const defaultSniffTimeout = 10 * time.Second
+
 // Mux shares one listener between protocols that each open their
 // connections with a distinctive first byte: the node's peer address
 // carries both the peer links (Kind) and the metadata group's connections.
@@ -42,7 +46,7 @@ type Mux struct {
 // (default 10 s).
 func NewMux(ln net.Listener, sniff time.Duration, log *slog.Logger) *Mux {
 	if sniff <= 0 {
-		sniff = 10 * time.Second
+		sniff = defaultSniffTimeout
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
