@@ -71,8 +71,9 @@ type putPolicies struct {
 	ExpectVersion *uint64    `json:"expect_version,omitempty"`
 }
 
-// Cluster is what the cluster endpoints read and change.
-type Cluster interface {
+// ClusterView is what the cluster endpoints read and change: the members
+// (from gossip), the metadata group and the policy rules.
+type ClusterView interface {
 	Nodes() []NodeInfo
 	Cluster(ctx context.Context) ClusterInfo
 	Policies() PolicySet
@@ -88,7 +89,7 @@ const (
 )
 
 // WithCluster adds /v1/nodes, /v1/cluster and /v1/policies.
-func (s *Server) WithCluster(c Cluster) *Server {
+func (s *Server) WithCluster(c ClusterView) *Server {
 	s.mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.Nodes())
 	})
