@@ -8,22 +8,13 @@ import (
 
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // sysLoop publishes broker statistics under $SYS/broker/ as retained QoS 0
 // messages every SysInterval, until Close.
 func (b *Broker) sysLoop(ctx context.Context) {
-	t := b.clock.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		b.publishSys()
-		t.Reset(b.cfg.SysInterval)
-	}
+	run.Every(ctx, b.clock, 0, b.cfg.SysInterval, func(context.Context) { b.publishSys() })
 }
 
 func (b *Broker) publishSys() {

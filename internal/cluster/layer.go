@@ -20,6 +20,7 @@ import (
 	"github.com/sextantmq/sextant/internal/cluster/routing"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/run"
 )
@@ -62,7 +63,7 @@ type Config struct {
 	// peer.Mux). The layer owns it from Start on.
 	Listener net.Listener
 	// Dial opens peer links (netx.DialTCP in production).
-	Dial peer.DialFunc
+	Dial netx.DialFunc
 	// TLS secures peer links (nil: plain); see peer.ClusterTLS.
 	TLS *tls.Config
 	// Registerer receives the layer's and the links' metrics.

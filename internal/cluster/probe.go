@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"time"
+
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // probeInterval is how often each peer link's round trip is measured, and
@@ -17,34 +19,29 @@ const (
 // estimates come from Vivaldi coordinates). It includes queueing on the
 // link, which is what a forwarded message sees.
 func (l *Layer) probeLoop(ctx context.Context) {
-	t := l.clock.NewTimer(probeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
+	run.Every(ctx, l.clock, probeInterval, probeInterval, l.probe)
+}
+
+// probe measures every connected link once.
+func (l *Layer) probe(ctx context.Context) {
+	for _, pl := range l.peers.Links() {
+		if !pl.Up() {
+			continue
 		}
-		for _, pl := range l.peers.Links() {
-			if !pl.Up() {
-				continue
-			}
-			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-			start := l.clock.Now()
-			_, err := pl.Call(pctx, methodPing, nil)
-			rtt := l.clock.Now().Sub(start)
-			cancel()
-			if err != nil {
-				continue
-			}
-			l.rtt.Lock()
-			if old, ok := l.rtt.m[pl.Node()]; ok {
-				rtt = old + (rtt-old)/4
-			}
-			l.rtt.m[pl.Node()] = rtt
-			l.rtt.Unlock()
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		start := l.clock.Now()
+		_, err := pl.Call(pctx, methodPing, nil)
+		rtt := l.clock.Now().Sub(start)
+		cancel()
+		if err != nil {
+			continue
 		}
-		t.Reset(probeInterval)
+		l.rtt.Lock()
+		if old, ok := l.rtt.m[pl.Node()]; ok {
+			rtt = old + (rtt-old)/4
+		}
+		l.rtt.m[pl.Node()] = rtt
+		l.rtt.Unlock()
 	}
 }
 

@@ -16,9 +16,6 @@ import (
 	"github.com/sextantmq/sextant/internal/run"
 )
 
-// DialFunc opens a stream to "ip:port".
-type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
-
 // Transport carries memberlist's gossip over a datagram endpoint and a stream
 // listener bound to the same "ip:port", and a dial function. Serf's own
 // transport uses real sockets; this one lets tests put gossip on memnet.
@@ -26,7 +23,7 @@ type Transport struct {
 	// immutable after NewTransport
 	pc       net.PacketConn
 	ln       net.Listener
-	dial     DialFunc
+	dial     netx.DialFunc
 	ip       net.IP
 	port     int
 	logger   *slog.Logger
@@ -43,7 +40,7 @@ var _ memberlist.NodeAwareTransport = (*Transport)(nil)
 // the same IP address and port, which is what the node advertises unless
 // Config.AdvertiseAddr overrides it. The transport owns pc and ln: Shutdown
 // (called by memberlist) closes them.
-func NewTransport(pc net.PacketConn, ln net.Listener, dial DialFunc, logger *slog.Logger) (*Transport, error) {
+func NewTransport(pc net.PacketConn, ln net.Listener, dial netx.DialFunc, logger *slog.Logger) (*Transport, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

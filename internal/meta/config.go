@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,13 +9,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("meta: invalid config")
-
-// DialFunc opens a stream to a group member's address.
-type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
 
 // Server is one member of the group.
 type Server struct {
@@ -44,7 +42,7 @@ type Config struct {
 	// Listener accepts the group's connections; Meta owns it from Open on.
 	Listener net.Listener
 	// Dial opens connections to other members (netx.DialTCP in production).
-	Dial DialFunc
+	Dial netx.DialFunc
 	// TLS secures the group's connections (nil: plain). After a
 	// connection's kind byte, which stays in the clear for the listener's
 	// multiplexer, the dialling side runs a client handshake and the

@@ -9,7 +9,7 @@
 // (raft.FileSnapshotStore). A node reopened on the same DataDir resumes where
 // it stopped and catches up from the leader.
 //
-// Network: the group listens on one net.Listener and dials with a DialFunc,
+// Network: the group listens on one net.Listener and dials with a netx.DialFunc,
 // so the same code runs over TCP in production and over memnet in tests.
 // Every connection starts with one byte: 'R' for Raft's RPC streams, 'F' for
 // a forwarded request. Forwarding is how a node that is not the leader (a

@@ -30,7 +30,7 @@ const helloTimeout = 10 * time.Second
 // transport closes) ends them and the goroutines reading them.
 type raftLayer struct {
 	addr     net.Addr
-	dial     DialFunc
+	dial     netx.DialFunc
 	tls      *tls.Config   // nil: plain
 	incoming chan net.Conn // from the accept loop; never closed
 	done     chan struct{}
@@ -44,7 +44,7 @@ type raftLayer struct {
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
 
-func newRaftLayer(addr string, dial DialFunc, tlsCfg *tls.Config) *raftLayer {
+func newRaftLayer(addr string, dial netx.DialFunc, tlsCfg *tls.Config) *raftLayer {
 	l := &raftLayer{
 		addr:     stringAddr(addr),
 		dial:     dial,

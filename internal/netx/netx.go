@@ -10,6 +10,11 @@ import (
 	"github.com/sextantmq/sextant/internal/clock"
 )
 
+// DialFunc opens a stream to addr ("host:port") within ctx: how peer
+// links, the metadata group and gossip dial (DialTCP, Host.Dial, or an
+// in-memory network's in tests).
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
 // Host is the host's own network: TCP streams and UDP datagrams.
 type Host struct{}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
 )
 
@@ -270,7 +271,7 @@ func (c *skipConn) Read(p []byte) (int, error) {
 }
 
 // dialProto dials addr on the node's network and sends the protocol byte.
-func (n *Node) dialProto(proto byte) membership.DialFunc {
+func (n *Node) dialProto(proto byte) netx.DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := n.net.Dial(ctx, addr)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sextantmq/sextant/internal/memnet"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // recorder is a Handler that records what it receives.
@@ -506,7 +507,7 @@ func TestQueueOverflowPolicy(t *testing.T) {
 // connections.
 type countingDial struct{ n atomic.Int64 }
 
-func (c *countingDial) wrap(dial DialFunc) DialFunc {
+func (c *countingDial) wrap(dial netx.DialFunc) netx.DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, addr)
 		if err != nil {

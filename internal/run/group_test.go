@@ -2,9 +2,13 @@ package run
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/clock"
 )
 
 // TestStopEndsContextsAndWaitWaits: goroutines see their context end at
@@ -60,4 +64,24 @@ func TestParentEndsTheGroup(t *testing.T) {
 	<-g.Context().Done()
 	g.Stop()
 	g.Wait()
+}
+
+// TestEveryRunsOnScheduleUntilTheContextEnds: f runs at first, then every
+// period after each run, and not after the context ends.
+func TestEveryRunsOnScheduleUntilTheContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var at []time.Duration
+		ctx, cancel := context.WithCancel(context.Background())
+		Every(ctx, clock.Real{}, time.Second, 10*time.Second, func(context.Context) {
+			at = append(at, time.Since(start))
+			if len(at) == 3 {
+				cancel()
+			}
+		})
+		want := []time.Duration{time.Second, 11 * time.Second, 21 * time.Second}
+		if !slices.Equal(at, want) {
+			t.Fatalf("ran at %v, want %v", at, want)
+		}
+	})
 }

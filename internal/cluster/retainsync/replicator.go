@@ -13,6 +13,7 @@ import (
 	"github.com/sextantmq/sextant/internal/cluster/hlc"
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/retained"
+	"github.com/sextantmq/sextant/internal/run"
 	"github.com/sextantmq/sextant/internal/topic"
 )
 
@@ -185,17 +186,7 @@ func (r *Replicator) Snapshot() [][]byte {
 
 // Run sweeps expired tombstones every SweepInterval until ctx ends.
 func (r *Replicator) Run(ctx context.Context) {
-	t := r.cfg.Clock.NewTimer(r.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		r.Sweep()
-		t.Reset(r.cfg.SweepInterval)
-	}
+	run.Every(ctx, r.cfg.Clock, r.cfg.SweepInterval, r.cfg.SweepInterval, func(context.Context) { r.Sweep() })
 }
 
 // Sweep forgets deletions older than TTL, here and in the store.
