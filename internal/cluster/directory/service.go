@@ -286,7 +286,7 @@ func (d *Service) ownerOf(clientID string) string {
 	return owner(clientID, d.aliveNodes())
 }
 
-// Takeover implements broker.Cluster. It registers this node as the
+// Takeover implements broker.Directory. It registers this node as the
 // session's holder with the directory owner, and if another alive node held
 // the session, asks it to hand the session over (closing the client's
 // connection there). A clean start does both in the background
@@ -590,7 +590,7 @@ func (d *Service) settled(clientID string) []byte {
 	return []byte{1}
 }
 
-// SessionEnded implements broker.Cluster: the owner forgets the entry if it
+// SessionEnded implements broker.Directory: the owner forgets the entry if it
 // still names this node.
 func (d *Service) SessionEnded(clientID string) {
 	if d.group.Stopped() {
