@@ -13,6 +13,7 @@ import (
 	"github.com/sextantmq/sextant/internal/broker"
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/cluster/hlc"
+	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/run"
 )
 
@@ -45,6 +46,8 @@ type Peers interface {
 	// Up reports whether node's link is connected.
 	Up(node string) bool
 }
+
+var _ Peers = (*peer.Manager)(nil)
 
 // Config configures a Service.
 type Config struct {

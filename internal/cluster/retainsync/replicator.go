@@ -12,6 +12,7 @@ import (
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/cluster/hlc"
 	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/run"
 	"github.com/sextantmq/sextant/internal/topic"
@@ -39,6 +40,8 @@ var _ Holder = (*broker.Broker)(nil)
 type Peers interface {
 	SendRetained(msg []byte)
 }
+
+var _ Peers = (*peer.Manager)(nil)
 
 // Config configures a Replicator.
 type Config struct {
