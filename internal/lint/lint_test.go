@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -93,7 +94,24 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
+// parsed caches the module's files: every rule reads the same tree, and
+// parsing it once per rule made the package slow under -race.
+var parsed struct {
+	sync.Mutex
+	files []goFile
+}
+
 func loadFiles(t *testing.T) []goFile {
+	t.Helper()
+	parsed.Lock()
+	defer parsed.Unlock()
+	if parsed.files == nil {
+		parsed.files = parseFiles(t)
+	}
+	return parsed.files
+}
+
+func parseFiles(t *testing.T) []goFile {
 	t.Helper()
 	root := moduleRoot(t)
 	var files []goFile
