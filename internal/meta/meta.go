@@ -25,6 +25,15 @@ type logStore interface {
 	Close() error
 }
 
+// Retry pauses, doubling from the minimum to the maximum: Join asking the
+// group to add this node, and a request waiting for a leader it can reach.
+const (
+	joinBackoffMin   = 20 * time.Millisecond
+	joinBackoffMax   = time.Second
+	leaderBackoffMin = 10 * time.Millisecond
+	leaderBackoffMax = 500 * time.Millisecond
+)
+
 // rpcTimeout bounds one Raft RPC on the group's connections (the
 // transport's I/O deadline).
 const rpcTimeout = 10 * time.Second
@@ -280,7 +289,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 		req.Op = opAddVoter
 	}
 	var last error
-	backoff := 20 * time.Millisecond
+	backoff := joinBackoffMin
 	for {
 		for _, a := range addrs {
 			target := a
@@ -303,7 +312,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 		if err := sleepCtx(ctx, backoff); err != nil {
 			return fmt.Errorf("meta: join via %v: %w (last error: %w)", addrs, err, last)
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, joinBackoffMax)
 	}
 }
 
@@ -312,7 +321,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 // leader, a failed dial) are retried with backoff until ctx ends; so are
 // idempotent requests with an unknown outcome.
 func (m *Meta) leaderDo(ctx context.Context, req request, idempotent bool) (response, error) {
-	backoff := 10 * time.Millisecond
+	backoff := leaderBackoffMin
 	for {
 		if m.group.Stopped() {
 			return response{}, ErrClosed
@@ -337,7 +346,7 @@ func (m *Meta) leaderDo(ctx context.Context, req request, idempotent bool) (resp
 		if err := sleepCtx(ctx, backoff); err != nil {
 			return response{}, fmt.Errorf("meta: no leader reachable: %w", err)
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, leaderBackoffMax)
 	}
 }
 
