@@ -1,0 +1,276 @@
+package topiclog
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// pendingTopic is a topic's state as a batch being written changes it.
+type pendingTopic struct {
+	t        *topicState // nil for a topic the batch introduces
+	last     uint64
+	retained uint64
+	seqs     []uint64
+}
+
+// part is the piece of a batch that goes into one segment: the active one,
+// then (if the batch crosses a segment boundary) new ones.
+type part struct {
+	seg     *segment // nil for a new segment until it is created
+	first   uint64   // a new segment's first position
+	buf     []byte   // what to write: for a new segment, its header first
+	hlen    int      // a new segment's header length
+	base    int64    // file offset of buf[0]
+	offs    []uint32 // file offsets of the part's records
+	firstTime int64  // time of the part's first record
+	maxTime int64
+}
+
+// maxKeptBuf bounds the encoding buffer the writer keeps between batches.
+const maxKeptBuf = 4 << 20
+
+// AppendBatch appends entries as one batch and returns the positions and
+// indexes it assigned. The batch is written with one write (two or more if
+// it crosses a segment boundary) and, with SyncAlways, made durable with one
+// fsync before AppendBatch returns. Readers see all of it or, until it is
+// durable, none of it.
+//
+// Where the segments roll depends only on the sequence of records (sizes
+// and times), never on how they were batched, so logs fed the same records
+// hold byte-identical segments.
+//
+// Invalid entries fail the whole batch with ErrInvalid before any I/O. An
+// I/O error fails the whole batch, which is then absent from the log (on disk
+// too, once the log has truncated what it wrote); if even that cannot be
+// guaranteed (a failed fsync, a failed clean-up), the log refuses further
+// writes with ErrFailed until reopened, and the failed batch's records may
+// or may not be found by the recovery.
+func (l *Log) AppendBatch(entries []Entry) (Appended, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.w.closed {
+		return Appended{}, ErrClosed
+	}
+	if l.w.failed != nil {
+		return Appended{}, fmt.Errorf("topiclog: append: %w", l.w.failed)
+	}
+	times, err := validateBatch(entries)
+	if err != nil {
+		return Appended{}, err
+	}
+	st := &l.mu.state // the writer may read it without mu
+	if len(entries) == 0 {
+		return Appended{FirstSeq: st.next}, nil
+	}
+	parts, pending, idx := l.plan(entries, times)
+	if err := l.write(parts); err != nil {
+		return Appended{}, err
+	}
+	first := st.next
+	l.publish(parts, pending, uint64(len(entries)), entries[len(entries)-1].Mark)
+	return Appended{FirstSeq: first, Indexes: idx}, nil
+}
+
+func validateBatch(entries []Entry) ([]int64, error) {
+	times := make([]int64, len(entries))
+	total := 0
+	for i := range entries {
+		e := &entries[i]
+		if len(e.Topic) == 0 || len(e.Topic) > MaxTopicLen {
+			return nil, fmt.Errorf("%w: topic of %d bytes (entry %d)", ErrInvalid, len(e.Topic), i)
+		}
+		t, ok := unixNanos(e.Time)
+		if !ok {
+			return nil, fmt.Errorf("%w: time %v outside what the log stores (entry %d)", ErrInvalid, e.Time, i)
+		}
+		times[i] = t
+		total += recordLen(e.Topic, e.Payload)
+		if total > MaxBatchBytes {
+			return nil, fmt.Errorf("%w: batch over %d bytes", ErrInvalid, MaxBatchBytes)
+		}
+	}
+	return times, nil
+}
+
+// plan assigns positions and indexes and encodes the batch into parts.
+func (l *Log) plan(entries []Entry, times []int64) ([]*part, map[string]*pendingTopic, []uint64) {
+	st := &l.mu.state
+	active := st.segs[len(st.segs)-1]
+	cur := &part{seg: active, buf: l.w.buf[:0], base: active.size}
+	parts := []*part{cur}
+	size, count, firstTime := active.size, len(active.offs), active.firstTime
+	pending := make(map[string]*pendingTopic, 1)
+	idx := make([]uint64, len(entries))
+	seq := st.next
+	for i := range entries {
+		e := &entries[i]
+		n := int64(recordLen(e.Topic, e.Payload))
+		if count > 0 && (size+n > l.opts.SegmentBytes || size > math.MaxUint32-n || reached(firstTime, times[i], l.opts.SegmentAge)) {
+			hdr := appendHeader(nil, &header{first: seq, topics: topicTable(st.topics, pending)})
+			cur = &part{first: seq, buf: hdr, hlen: len(hdr)}
+			parts = append(parts, cur)
+			size, count = int64(len(hdr)), 0
+		}
+		p := pending[e.Topic]
+		if p == nil {
+			p = &pendingTopic{t: st.topics[e.Topic]}
+			if p.t != nil {
+				p.last = p.t.last
+			}
+			pending[e.Topic] = p
+		}
+		p.last++
+		p.seqs = append(p.seqs, seq)
+		if e.Retain {
+			p.retained = seq
+		}
+		idx[i] = p.last
+		cur.buf = appendRecord(cur.buf, &rec{seq: seq, index: p.last, mark: e.Mark, time: times[i], retain: e.Retain, topic: []byte(e.Topic), payload: e.Payload})
+		cur.offs = append(cur.offs, uint32(size))
+		if count == 0 {
+			firstTime = times[i]
+		}
+		if len(cur.offs) == 1 {
+			cur.firstTime, cur.maxTime = times[i], times[i]
+		}
+		cur.maxTime = max(cur.maxTime, times[i])
+		size += n
+		count++
+		seq++
+	}
+	if cap(parts[0].buf) <= maxKeptBuf {
+		l.w.buf = parts[0].buf[:0] // keep the grown buffer for the next batch
+	} else {
+		l.w.buf = nil
+	}
+	return parts, pending, idx
+}
+
+// reached reports whether t is d or more after from (false if d <= 0).
+func reached(from, t int64, d time.Duration) bool {
+	if d <= 0 || from > math.MaxInt64-int64(d) {
+		return false
+	}
+	return t >= from+int64(d)
+}
+
+// write puts the parts on disk. On failure it undoes what it wrote and
+// returns the error (marking the log failed if it could not undo).
+func (l *Log) write(parts []*part) error {
+	active := parts[0].seg
+	var created []*segment
+	var err error
+	activeSyncFailed := false
+	for i, p := range parts {
+		sealing := i < len(parts)-1
+		if p.seg == nil {
+			var seg *segment
+			seg, err = l.createSegment(p.first, p.buf, p.hlen)
+			if seg != nil {
+				created = append(created, seg)
+			}
+			if err != nil {
+				err = fmt.Errorf("topiclog: create segment %d: %w", p.first, err)
+				break
+			}
+			p.seg = seg
+			continue
+		}
+		if len(p.buf) > 0 {
+			if _, err = p.seg.file.WriteAt(p.buf, p.base); err != nil {
+				err = fmt.Errorf("topiclog: write %s: %w", p.seg.path, err)
+				break
+			}
+		}
+		// A sealed segment is synced whatever the policy, so that only
+		// the last segment can have a torn tail.
+		if sealing || l.opts.Sync == SyncAlways {
+			if err = p.seg.file.Sync(); err != nil {
+				err = fmt.Errorf("topiclog: sync %s: %w", p.seg.path, err)
+				activeSyncFailed = true
+				break
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if !l.undo(active, created) || activeSyncFailed {
+		// After a failed fsync the kernel may have dropped the pages
+		// it could not write, so nothing written since the last good
+		// sync can be trusted to be on disk.
+		l.w.failed = fmt.Errorf("%w: %w", ErrFailed, err)
+		return l.w.failed
+	}
+	return err
+}
+
+// undo removes the segments a failed batch created and truncates the active
+// one to its published size, durably. It reports whether all of that worked.
+func (l *Log) undo(active *segment, created []*segment) bool {
+	ok := true
+	for _, s := range created {
+		_ = s.file.Close() // being removed: its contents no longer matter
+		if err := l.fs.Remove(s.path); err != nil && !notExist(err) {
+			ok = false
+		}
+	}
+	if len(created) > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			ok = false
+		}
+	}
+	if err := active.file.Truncate(active.size); err != nil {
+		return false
+	}
+	if err := active.file.Sync(); err != nil {
+		return false
+	}
+	return ok
+}
+
+// publish makes a written batch visible to readers.
+func (l *Log) publish(parts []*part, pending map[string]*pendingTopic, n, mark uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := &l.mu.state
+	for i, p := range parts {
+		s := p.seg
+		if p.hlen > 0 {
+			st.segs = append(st.segs, s)
+			st.bytes += s.size // the header
+		}
+		if len(p.offs) > 0 {
+			if len(s.offs) == 0 {
+				s.firstTime = p.firstTime
+			}
+			s.maxTime = max(s.maxTime, p.maxTime)
+			s.offs = append(s.offs, p.offs...)
+		}
+		end := p.base + int64(len(p.buf))
+		st.bytes += end - s.size
+		s.size = end
+		if i < len(parts)-1 {
+			s.offs = slices.Clone(s.offs) // sealed: exact size
+		}
+	}
+	for name, p := range pending {
+		t := p.t
+		if t == nil {
+			t = &topicState{name: name, first: 1}
+			st.topics[name] = t
+		}
+		for _, q := range p.seqs {
+			t.seqs.push(q)
+		}
+		t.last = p.last
+		if p.retained != 0 {
+			t.retained = p.retained
+		}
+	}
+	st.next += n
+	st.lastMark = mark
+	st.records += n
+}
