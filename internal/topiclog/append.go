@@ -18,14 +18,14 @@ type pendingTopic struct {
 // part is the piece of a batch that goes into one segment: the active one,
 // then (if the batch crosses a segment boundary) new ones.
 type part struct {
-	seg     *segment // nil for a new segment until it is created
-	first   uint64   // a new segment's first position
-	buf     []byte   // what to write: for a new segment, its header first
-	hlen    int      // a new segment's header length
-	base    int64    // file offset of buf[0]
-	offs    []uint32 // file offsets of the part's records
-	firstTime int64  // time of the part's first record
-	maxTime int64
+	seg       *segment // nil for a new segment until it is created
+	first     uint64   // a new segment's first position
+	buf       []byte   // what to write: for a new segment, its header first
+	hlen      int      // a new segment's header length
+	base      int64    // file offset of buf[0]
+	offs      []uint32 // file offsets of the part's records
+	firstTime int64    // time of the part's first record
+	maxTime   int64
 }
 
 // maxKeptBuf bounds the encoding buffer the writer keeps between batches.

@@ -132,7 +132,7 @@ type topicState struct {
 
 // Recovery reports what Open found and repaired.
 type Recovery struct {
-	Segments       int   // segment files loaded
+	Segments       int // segment files loaded
 	Records        uint64
 	TornTails      int   // torn or corrupt tails truncated (0 or 1)
 	TruncatedBytes int64 // bytes they held
