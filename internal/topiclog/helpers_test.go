@@ -2,6 +2,8 @@ package topiclog
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"flag"
 	"fmt"
@@ -88,3 +90,7 @@ func segmentFiles(t testing.TB, m *MemFS) map[string][]byte {
 	}
 	return out
 }
+
+func binaryLE64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+func binaryLE32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+func crc32c(b []byte) uint32     { return crc32.Checksum(b, castagnoli) }
