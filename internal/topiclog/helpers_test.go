@@ -3,10 +3,10 @@ package topiclog
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 	"time"
