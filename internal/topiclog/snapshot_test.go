@@ -22,7 +22,7 @@ func snapLog(t *testing.T, mem *MemFS, n int, tag string) (*Log, *model) {
 	return l, m
 }
 
-func snapshotBytes(t *testing.T, l *Log) []byte {
+func snapshotBytes(t testing.TB, l *Log) []byte {
 	t.Helper()
 	s, err := l.Snapshot()
 	if err != nil {
