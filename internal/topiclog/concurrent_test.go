@@ -33,11 +33,12 @@ func TestConcurrentReaders(t *testing.T) {
 	for _, fsName := range []string{"mem", "os"} {
 		t.Run(fsName, func(t *testing.T) {
 			var fsys FS = NewMemFS()
-			dir := "g"
+			dir, segBytes := "g", int64(8<<10)
 			if fsName == "os" {
-				fsys, dir = OSFS{}, t.TempDir()
+				// Larger segments: each roll costs two fsyncs.
+				fsys, dir, segBytes = OSFS{}, t.TempDir(), 32<<10
 			}
-			l, err := Open(fsys, dir, Options{SegmentBytes: 8 << 10, Sync: SyncNone})
+			l, err := Open(fsys, dir, Options{SegmentBytes: segBytes, Sync: SyncNone})
 			if err != nil {
 				t.Fatal(err)
 			}
