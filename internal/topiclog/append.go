@@ -32,21 +32,23 @@ type part struct {
 const maxKeptBuf = 4 << 20
 
 // AppendBatch appends entries as one batch and returns the positions and
-// indexes it assigned. The batch is written with one write (two or more if
-// it crosses a segment boundary) and, with SyncAlways, made durable with one
-// fsync before AppendBatch returns. Readers see all of it or, until it is
-// durable, none of it.
+// indexes it assigned. The batch goes into one segment with one write and,
+// with SyncAlways, is made durable with one fsync before AppendBatch
+// returns. A batch is atomic: readers see all of it or none of it, and after
+// a crash the log holds all of it or none of it (its last record is marked,
+// and recovery drops a batch whose end is missing). A Raft FSM that appends
+// each committed entry (or each group of entries) as one batch therefore
+// never finds an entry half applied.
 //
-// Where the segments roll depends only on the sequence of records (sizes
-// and times), never on how they were batched, so logs fed the same records
-// hold byte-identical segments.
+// Where segments roll depends only on the sequence of batches (their sizes
+// and times), so logs fed the same batches hold byte-identical segments.
 //
 // Invalid entries fail the whole batch with ErrInvalid before any I/O. An
 // I/O error fails the whole batch, which is then absent from the log (on disk
 // too, once the log has truncated what it wrote); if even that cannot be
 // guaranteed (a failed fsync, a failed clean-up), the log refuses further
-// writes with ErrFailed until reopened, and the failed batch's records may
-// or may not be found by the recovery.
+// writes with ErrFailed until reopened, and the failed batch may or may not
+// be found, whole, by the recovery.
 func (l *Log) AppendBatch(entries []Entry) (Appended, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -56,7 +58,7 @@ func (l *Log) AppendBatch(entries []Entry) (Appended, error) {
 	if l.w.failed != nil {
 		return Appended{}, fmt.Errorf("topiclog: append: %w", l.w.failed)
 	}
-	times, err := validateBatch(entries)
+	times, total, err := validateBatch(entries)
 	if err != nil {
 		return Appended{}, err
 	}
@@ -64,7 +66,10 @@ func (l *Log) AppendBatch(entries []Entry) (Appended, error) {
 	if len(entries) == 0 {
 		return Appended{FirstSeq: st.next}, nil
 	}
-	parts, pending, idx := l.plan(entries, times)
+	parts, pending, idx, err := l.plan(entries, times, total)
+	if err != nil {
+		return Appended{}, err
+	}
 	if err := l.write(parts); err != nil {
 		return Appended{}, err
 	}
@@ -73,46 +78,54 @@ func (l *Log) AppendBatch(entries []Entry) (Appended, error) {
 	return Appended{FirstSeq: first, Indexes: idx}, nil
 }
 
-func validateBatch(entries []Entry) ([]int64, error) {
+func validateBatch(entries []Entry) ([]int64, int64, error) {
 	times := make([]int64, len(entries))
 	total := 0
 	for i := range entries {
 		e := &entries[i]
 		if len(e.Topic) == 0 || len(e.Topic) > MaxTopicLen {
-			return nil, fmt.Errorf("%w: topic of %d bytes (entry %d)", ErrInvalid, len(e.Topic), i)
+			return nil, 0, fmt.Errorf("%w: topic of %d bytes (entry %d)", ErrInvalid, len(e.Topic), i)
 		}
 		t, ok := unixNanos(e.Time)
 		if !ok {
-			return nil, fmt.Errorf("%w: time %v outside what the log stores (entry %d)", ErrInvalid, e.Time, i)
+			return nil, 0, fmt.Errorf("%w: time %v outside what the log stores (entry %d)", ErrInvalid, e.Time, i)
 		}
 		times[i] = t
 		total += recordLen(e.Topic, e.Payload)
 		if total > MaxBatchBytes {
-			return nil, fmt.Errorf("%w: batch over %d bytes", ErrInvalid, MaxBatchBytes)
+			return nil, 0, fmt.Errorf("%w: batch over %d bytes", ErrInvalid, MaxBatchBytes)
 		}
 	}
-	return times, nil
+	return times, int64(total), nil
 }
 
-// plan assigns positions and indexes and encodes the batch into parts.
-func (l *Log) plan(entries []Entry, times []int64) ([]*part, map[string]*pendingTopic, []uint64) {
+// plan assigns positions and indexes and encodes the batch: into the
+// active segment, or, if the batch would take a non-empty active segment
+// past SegmentBytes or its first record is SegmentAge after the segment's,
+// into a new segment (the active one is then sealed). A batch is never
+// split, so it is one write, and recovery can treat it as a unit.
+func (l *Log) plan(entries []Entry, times []int64, total int64) ([]*part, map[string]*pendingTopic, []uint64, error) {
 	st := &l.mu.state
 	active := st.segs[len(st.segs)-1]
-	cur := &part{seg: active, buf: l.w.buf[:0], base: active.size}
+	cur := &part{seg: active, base: active.size}
 	parts := []*part{cur}
-	size, count, firstTime := active.size, len(active.offs), active.firstTime
+	size := active.size
 	pending := make(map[string]*pendingTopic, 1)
+	if len(active.offs) > 0 && (size+total > l.opts.SegmentBytes || reached(active.firstTime, times[0], l.opts.SegmentAge)) {
+		hdr := appendHeader(l.w.buf[:0], &header{first: st.next, topics: topicTable(st.topics, nil)})
+		if int64(len(hdr))+total > math.MaxUint32 {
+			return nil, nil, nil, fmt.Errorf("%w: segment header of %d bytes", ErrInvalid, len(hdr))
+		}
+		cur = &part{first: st.next, buf: hdr, hlen: len(hdr)}
+		parts = append(parts, cur)
+		size = int64(len(hdr))
+	} else {
+		cur.buf = l.w.buf[:0]
+	}
 	idx := make([]uint64, len(entries))
 	seq := st.next
 	for i := range entries {
 		e := &entries[i]
-		n := int64(recordLen(e.Topic, e.Payload))
-		if count > 0 && (size+n > l.opts.SegmentBytes || size > math.MaxUint32-n || reached(firstTime, times[i], l.opts.SegmentAge)) {
-			hdr := appendHeader(nil, &header{first: seq, topics: topicTable(st.topics, pending)})
-			cur = &part{first: seq, buf: hdr, hlen: len(hdr)}
-			parts = append(parts, cur)
-			size, count = int64(len(hdr)), 0
-		}
 		p := pending[e.Topic]
 		if p == nil {
 			p = &pendingTopic{t: st.topics[e.Topic]}
@@ -127,25 +140,23 @@ func (l *Log) plan(entries []Entry, times []int64) ([]*part, map[string]*pending
 			p.retained = seq
 		}
 		idx[i] = p.last
-		cur.buf = appendRecord(cur.buf, &rec{seq: seq, index: p.last, mark: e.Mark, time: times[i], retain: e.Retain, topic: []byte(e.Topic), payload: e.Payload})
+		start := len(cur.buf)
+		cur.buf = appendRecord(cur.buf, &rec{seq: seq, index: p.last, mark: e.Mark, time: times[i], retain: e.Retain,
+			end: i == len(entries)-1, topic: []byte(e.Topic), payload: e.Payload})
 		cur.offs = append(cur.offs, uint32(size))
-		if count == 0 {
-			firstTime = times[i]
-		}
-		if len(cur.offs) == 1 {
+		if i == 0 {
 			cur.firstTime, cur.maxTime = times[i], times[i]
 		}
 		cur.maxTime = max(cur.maxTime, times[i])
-		size += n
-		count++
+		size += int64(len(cur.buf) - start)
 		seq++
 	}
-	if cap(parts[0].buf) <= maxKeptBuf {
-		l.w.buf = parts[0].buf[:0] // keep the grown buffer for the next batch
+	if cap(cur.buf) <= maxKeptBuf {
+		l.w.buf = cur.buf[:0] // keep the grown buffer for the next batch
 	} else {
 		l.w.buf = nil
 	}
-	return parts, pending, idx
+	return parts, pending, idx, nil
 }
 
 // reached reports whether t is d or more after from (false if d <= 0).

@@ -259,3 +259,45 @@ func TestOpenIgnoresUnknownFiles(t *testing.T) {
 	defer l.Close()
 	checkAll(t, l, m)
 }
+
+// A batch whose last record is missing is dropped whole, even when every
+// frame before the cut is intact: a batch is all or nothing after a crash.
+func TestRecoveryDropsAnIncompleteBatch(t *testing.T) {
+	mem := NewMemFS()
+	l := openLog(t, mem, Options{})
+	m := newModel()
+	first := []Entry{entry("a", 1), entry("b", 2)}
+	appendOK(t, l, first...)
+	m.addBatch(first...)
+	appendOK(t, l, entry("a", 3), entry("b", 4), entry("a", 5))
+	l.Close()
+	edit(t, mem, segName(1), func(b []byte) []byte {
+		offs := recordOffsets(t, b)
+		return b[:offs[len(offs)-1]] // cut the batch's last record cleanly
+	})
+	l = openLog(t, mem, Options{})
+	defer l.Close()
+	if rec := l.Recovery(); rec.TornTails != 1 {
+		t.Fatalf("recovery %+v, want one torn tail", rec)
+	}
+	checkAll(t, l, m)
+}
+
+// Batches never span segments, so a sealed segment that ends inside one
+// is damage, not a torn write.
+func TestRecoveryRefusesASealedSegmentEndingInsideABatch(t *testing.T) {
+	mem, _, names := damagedLog(t)
+	edit(t, mem, names[0], func(b []byte) []byte {
+		offs := recordOffsets(t, b)
+		lastOff := offs[len(offs)-1]
+		r, err := parseRecord(b[lastOff+frameHeaderLen:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.end = false
+		return appendRecord(b[:lastOff], &r)
+	})
+	if _, err := Open(mem, "g", Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open = %v, want ErrCorrupt", err)
+	}
+}

@@ -23,7 +23,7 @@ import (
 //	index   uint64  index within its topic
 //	mark    uint64  the caller's mark
 //	time    int64   Unix nanoseconds, from the caller
-//	flags   byte    bit 0: retain; other bits zero
+//	flags   byte    bit 0: retain; bit 1: last record of its batch; others zero
 //	tlen    uint16  topic length (>= 1)
 //	topic   [tlen]byte
 //	payload the rest
@@ -49,6 +49,7 @@ const (
 	kindHeader     = 'H'
 	formatVersion  = 1
 	flagRetain     = 1 << 0
+	flagBatchEnd   = 1 << 1 // the last record of its batch
 	// maxBody bounds a frame's declared length: a longer one is corrupt.
 	maxBody = MaxBatchBytes
 )
@@ -112,6 +113,7 @@ type rec struct {
 	seq, index, mark uint64
 	time             int64
 	retain           bool
+	end              bool // last record of its batch
 	topic            []byte
 	payload          []byte
 }
@@ -126,6 +128,9 @@ func appendRecord(dst []byte, r *rec) []byte {
 	var flags byte
 	if r.retain {
 		flags |= flagRetain
+	}
+	if r.end {
+		flags |= flagBatchEnd
 	}
 	dst = append(dst, flags)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.topic)))
@@ -149,10 +154,11 @@ func parseRecord(body []byte) (rec, error) {
 		time:  int64(binary.LittleEndian.Uint64(body[25:])),
 	}
 	flags := body[33]
-	if flags&^flagRetain != 0 {
+	if flags&^(flagRetain|flagBatchEnd) != 0 {
 		return rec{}, errBadBody
 	}
 	r.retain = flags&flagRetain != 0
+	r.end = flags&flagBatchEnd != 0
 	tlen := int(binary.LittleEndian.Uint16(body[34:]))
 	if tlen == 0 || len(body) < recordFixedLen+tlen {
 		return rec{}, errBadBody

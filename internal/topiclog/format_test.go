@@ -12,10 +12,10 @@ import (
 // The encodings are pinned byte for byte: replicas and snapshots exchange
 // them, and docs/design/topiclog.md describes them.
 func TestFormatIsPinned(t *testing.T) {
-	r := appendRecord(nil, &rec{seq: 7, index: 3, mark: 42, time: 1_000_000_007, retain: true, topic: []byte("a/b"), payload: []byte("hi")})
-	const wantRec = "29000000" + "394dc352" + // length 41, CRC-32C (checked with an independent bitwise implementation)
+	r := appendRecord(nil, &rec{seq: 7, index: 3, mark: 42, time: 1_000_000_007, retain: true, end: true, topic: []byte("a/b"), payload: []byte("hi")})
+	const wantRec = "29000000" + "77b7bbc0" + // length 41, CRC-32C (checked with an independent bitwise implementation)
 		"52" + "0700000000000000" + "0300000000000000" + "2a00000000000000" + "07ca9a3b00000000" + // 'R' seq index mark time
-		"01" + "0300" + "612f62" + "6869" // flags, topic, payload
+		"03" + "0300" + "612f62" + "6869" // flags (retain, batch end), topic, payload
 	if got := hex.EncodeToString(r); got != wantRec {
 		t.Errorf("record encodes as\n%s\nwant\n%s", got, wantRec)
 	}
@@ -33,7 +33,7 @@ func TestDecodersRefuseWhatTheEncoderCannotProduce(t *testing.T) {
 	bodies := map[string][]byte{
 		"short":       good[:recordFixedLen],
 		"kind":        append([]byte{'X'}, good[1:]...),
-		"flags":       func() []byte { b := slices.Clone(good); b[33] = 2; return b }(),
+		"flags":       func() []byte { b := slices.Clone(good); b[33] = 4; return b }(),
 		"empty topic": func() []byte { b := slices.Clone(good); b[34], b[35] = 0, 0; return b }(),
 		"long topic":  func() []byte { b := slices.Clone(good); b[34] = 9; return b }(),
 	}

@@ -129,13 +129,27 @@ func FuzzSegment(f *testing.F) {
 		if uint64(len(recs)) != l.NextSeq()-1 {
 			t.Fatalf("read %d records, log holds %d", len(recs), l.NextSeq()-1)
 		}
-		want := appendHeader(nil, &header{first: 1})
-		for _, r := range recs {
-			want = appendRecord(want, &rec{seq: r.Seq, index: r.Index, mark: r.Mark, time: r.Time.UnixNano(), retain: r.Retain, topic: []byte(r.Topic), payload: r.Payload})
-		}
+		// The file now holds the header and exactly the records read,
+		// ending with a batch end.
 		got, _ := mem.ReadFile("g/" + segName(1))
-		if !bytes.Equal(got, want) {
-			t.Fatalf("recovered file is not the re-encoding of what it holds")
+		_, off, err := parseFrame(got)
+		if err != nil {
+			t.Fatalf("recovered header: %v", err)
+		}
+		want := appendHeader(nil, &header{first: 1})
+		end := true
+		for _, r := range recs {
+			body, n, err := parseFrame(got[off:])
+			if err != nil {
+				t.Fatalf("recovered file: %v", err)
+			}
+			rc, _ := parseRecord(body)
+			end = rc.end
+			want = appendRecord(want, &rec{seq: r.Seq, index: r.Index, mark: r.Mark, time: r.Time.UnixNano(), retain: r.Retain, end: rc.end, topic: []byte(r.Topic), payload: r.Payload})
+			off += n
+		}
+		if !bytes.Equal(got, want) || !end {
+			t.Fatalf("recovered file is not the re-encoding of what it holds, or ends inside a batch")
 		}
 		l.Close()
 		l2, err := Open(mem, "g", Options{})

@@ -64,8 +64,7 @@ func TestInjectedFailures(t *testing.T) {
 			step("append", func() error {
 				_, err := l.AppendBatch(es)
 				if err == nil {
-					m.add(es[0])
-					m.add(es[1])
+					m.addBatch(es...)
 				}
 				return err
 			})

@@ -3,6 +3,7 @@ package topiclog
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -15,12 +16,15 @@ type model struct {
 	recs    []Record            // recs[i].Seq == i+1; those below first are compacted
 	first   uint64              // first retained position
 	byTopic map[string][]uint64 // each topic's positions, by index-1
+	ends    map[uint64]bool     // positions that end a batch
 }
 
-func newModel() *model { return &model{first: 1, byTopic: map[string][]uint64{}} }
+func newModel() *model {
+	return &model{first: 1, byTopic: map[string][]uint64{}, ends: map[uint64]bool{}}
+}
 
 func (m *model) clone() *model {
-	c := &model{recs: slices.Clone(m.recs), first: m.first, byTopic: map[string][]uint64{}}
+	c := &model{recs: slices.Clone(m.recs), first: m.first, byTopic: map[string][]uint64{}, ends: maps.Clone(m.ends)}
 	for k, v := range m.byTopic {
 		c.byTopic[k] = slices.Clone(v)
 	}
@@ -36,7 +40,37 @@ func (m *model) lastMark() uint64 {
 	return m.recs[len(m.recs)-1].Mark
 }
 
-func (m *model) add(e Entry) Record {
+// add appends e as a batch of its own.
+func (m *model) add(e Entry) Record { return m.addBatch(e)[0] }
+
+// addBatch appends es as one batch.
+func (m *model) addBatch(es ...Entry) []Record {
+	var out []Record
+	for _, e := range es {
+		out = append(out, m.add1(e))
+	}
+	if len(es) > 0 {
+		m.ends[m.next()-1] = true
+	}
+	return out
+}
+
+// batches returns the entries of the records from position 1, batch by
+// batch, to feed a twin log.
+func (m *model) batches() [][]Entry {
+	var out [][]Entry
+	var cur []Entry
+	for _, r := range m.recs {
+		cur = append(cur, Entry{Topic: r.Topic, Payload: r.Payload, Time: r.Time, Mark: r.Mark, Retain: r.Retain})
+		if m.ends[r.Seq] {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	return out
+}
+
+func (m *model) add1(e Entry) Record {
 	r := Record{Seq: m.next(), Topic: e.Topic, Index: uint64(len(m.byTopic[e.Topic])) + 1, Time: e.Time.UTC(),
 		Mark: e.Mark, Retain: e.Retain, Payload: slices.Clone(e.Payload)}
 	if len(r.Payload) == 0 {
@@ -47,8 +81,17 @@ func (m *model) add(e Entry) Record {
 	return r
 }
 
-// truncate keeps the records below next (what a crash left).
+// truncate keeps the records below next (what a crash left), which must
+// be a batch boundary.
 func (m *model) truncate(next uint64) {
+	if next > 1 && !m.ends[next-1] {
+		panic(fmt.Sprintf("model truncated to %d, inside a batch", next))
+	}
+	for s := range m.ends {
+		if s >= next {
+			delete(m.ends, s)
+		}
+	}
 	m.recs = m.recs[:next-1]
 	for k, v := range m.byTopic {
 		n := sort.Search(len(v), func(i int) bool { return v[i] >= next })

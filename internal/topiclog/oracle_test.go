@@ -111,8 +111,8 @@ func (r *modelRun) append() {
 	if a.FirstSeq != r.m.next() || len(a.Indexes) != n {
 		r.t.Fatalf("appended %+v, want first %d and %d indexes", a, r.m.next(), n)
 	}
-	for i, e := range es {
-		if rec := r.m.add(e); a.Indexes[i] != rec.Index {
+	for i, rec := range r.m.addBatch(es...) {
+		if a.Indexes[i] != rec.Index {
 			r.t.Fatalf("entry %d got index %d, want %d", i, a.Indexes[i], rec.Index)
 		}
 	}
@@ -195,6 +195,9 @@ func (r *modelRun) crash() {
 	}
 	if next > r.m.next() || next < min {
 		r.t.Fatalf("after a crash the log ends at %d, want within [%d, %d]", next, min, r.m.next())
+	}
+	if next > 1 && !r.m.ends[next-1] {
+		r.t.Fatalf("after a crash the log ends at %d, inside a batch", next)
 	}
 	r.lost += int(r.m.next() - next)
 	r.torn += r.l.Recovery().TornTails

@@ -86,6 +86,10 @@ func (ld *loader) scan(seg *segment, st *state, first, last bool) error {
 	}
 	off := int64(n)
 	seg.size = off
+	// A batch's records are checked as they come but applied only when its
+	// last record (flagged) arrives: an incomplete batch at the end of the
+	// last segment is a torn tail and leaves no trace.
+	var b batchScan
 	for off < size {
 		body, n, err := r.frame(off)
 		if err != nil {
@@ -95,34 +99,90 @@ func (ld *loader) scan(seg *segment, st *state, first, last bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s at %d: bad record", ErrCorrupt, seg.path, off)
 		}
-		if rc.seq != st.next {
-			return fmt.Errorf("%w: %s at %d: position %d, expected %d", ErrCorrupt, seg.path, off, rc.seq, st.next)
+		if want := st.next + uint64(len(b.recs)); rc.seq != want {
+			return fmt.Errorf("%w: %s at %d: position %d, expected %d", ErrCorrupt, seg.path, off, rc.seq, want)
 		}
-		t := st.topics[string(rc.topic)]
-		if t == nil {
-			t = &topicState{name: string(rc.topic), first: 1}
-			st.topics[t.name] = t
+		if err := b.add(st, &rc, off); err != nil {
+			return fmt.Errorf("%w: %s at %d: %w", ErrCorrupt, seg.path, off, err)
 		}
-		if rc.index != t.last+1 {
-			return fmt.Errorf("%w: %s at %d: topic %q index %d, expected %d", ErrCorrupt, seg.path, off, t.name, rc.index, t.last+1)
-		}
-		t.last++
-		t.seqs.push(rc.seq)
-		if rc.retain {
-			t.retained = rc.seq
-		}
-		if len(seg.offs) == 0 {
-			seg.firstTime = rc.time
-		}
-		seg.maxTime = max(seg.maxTime, rc.time)
-		seg.offs = append(seg.offs, uint32(off))
 		off += int64(n)
-		seg.size = off
-		st.next++
-		st.lastMark = rc.mark
-		st.records++
+		if rc.end {
+			b.commit(st, seg, off)
+		}
+	}
+	if len(b.recs) > 0 {
+		return ld.damaged(seg, &r, off, errTorn, st, first, last)
 	}
 	return nil
+}
+
+// batchScan holds the records of a batch being recovered until its end.
+type batchScan struct {
+	recs  []scanned
+	lasts map[*topicState]uint64 // topics' last index, counting the batch
+	added map[string]*topicState // topics the batch introduces
+}
+
+type scanned struct {
+	t      *topicState
+	seq    uint64
+	off    int64
+	time   int64
+	mark   uint64
+	retain bool
+}
+
+func (b *batchScan) add(st *state, rc *rec, off int64) error {
+	t := st.topics[string(rc.topic)]
+	if t == nil {
+		t = b.added[string(rc.topic)]
+	}
+	if t == nil {
+		t = &topicState{name: string(rc.topic), first: 1}
+		if b.added == nil {
+			b.added = map[string]*topicState{}
+		}
+		b.added[t.name] = t
+	}
+	if b.lasts == nil {
+		b.lasts = map[*topicState]uint64{}
+	}
+	last, ok := b.lasts[t]
+	if !ok {
+		last = t.last
+	}
+	if rc.index != last+1 {
+		return fmt.Errorf("topic %q index %d, expected %d", t.name, rc.index, last+1)
+	}
+	b.lasts[t] = rc.index
+	b.recs = append(b.recs, scanned{t: t, seq: rc.seq, off: off, time: rc.time, mark: rc.mark, retain: rc.retain})
+	return nil
+}
+
+// commit applies a complete batch, which ends at end.
+func (b *batchScan) commit(st *state, seg *segment, end int64) {
+	for name, t := range b.added {
+		st.topics[name] = t
+	}
+	for _, r := range b.recs {
+		r.t.last++
+		r.t.seqs.push(r.seq)
+		if r.retain {
+			r.t.retained = r.seq
+		}
+		if len(seg.offs) == 0 {
+			seg.firstTime = r.time
+		}
+		seg.maxTime = max(seg.maxTime, r.time)
+		seg.offs = append(seg.offs, uint32(r.off))
+		st.lastMark = r.mark
+	}
+	st.next += uint64(len(b.recs))
+	st.records += uint64(len(b.recs))
+	seg.size = end
+	b.recs = b.recs[:0]
+	clear(b.lasts)
+	clear(b.added)
 }
 
 func tableMatches(table []topicLast, topics map[string]*topicState) bool {
@@ -137,12 +197,14 @@ func tableMatches(table []topicLast, topics map[string]*topicState) bool {
 	return true
 }
 
-// damaged handles a frame that does not decode at off. A frame error (torn,
-// or a bad length or checksum) at the end of the last segment is what a
-// crash leaves: the tail is truncated. Anything else is corruption: in an
-// earlier segment (each is synced before the next is created), a frame
-// whose checksum holds but whose contents are wrong, or a bad frame followed
-// by a valid record (the damage is not at the end).
+// damaged handles a segment that does not decode at off: a frame error
+// (torn, or a bad length or checksum), or the end of the file inside a
+// batch. At the end of the last segment that is what a crash leaves: the
+// tail from the end of the last complete batch (or, if the header itself is
+// damaged, the whole file) is truncated. Anything else is corruption: in an
+// earlier segment (each is synced before the next is created), a frame whose
+// checksum holds but whose contents are wrong, or a bad frame followed by a
+// valid record (the damage is not at the end).
 func (ld *loader) damaged(seg *segment, r *chunkReader, off int64, cause error, st *state, first, last bool) error {
 	if !errors.Is(cause, errTorn) && !errors.Is(cause, errBadFrame) {
 		return fmt.Errorf("topiclog: read %s: %w", seg.path, cause)
@@ -161,6 +223,7 @@ func (ld *loader) damaged(seg *segment, r *chunkReader, off int64, cause error, 
 	if later >= 0 {
 		return fmt.Errorf("%w: %s at %d: %w, followed by a valid record at %d", ErrCorrupt, seg.path, off, cause, later)
 	}
+	cut := seg.size // the end of the last complete batch
 	data := []byte(nil)
 	if off == 0 {
 		// The header itself is torn: the segment was being created.
@@ -169,12 +232,13 @@ func (ld *loader) damaged(seg *segment, r *chunkReader, off int64, cause error, 
 		if first && seg.first != 1 {
 			return fmt.Errorf("%w: %s: header damaged and no earlier segment to rebuild it from", ErrCorrupt, seg.path)
 		}
+		cut = 0
 		data = appendHeader(nil, &header{first: seg.first, topics: topicTable(st.topics, nil)})
 		if first {
 			st.next = seg.first
 		}
 	}
-	if err := seg.file.Truncate(off); err != nil {
+	if err := seg.file.Truncate(cut); err != nil {
 		return fmt.Errorf("topiclog: truncate %s: %w", seg.path, err)
 	}
 	if len(data) > 0 {
@@ -186,9 +250,9 @@ func (ld *loader) damaged(seg *segment, r *chunkReader, off int64, cause error, 
 		return fmt.Errorf("topiclog: sync %s: %w", seg.path, err)
 	}
 	ld.tornTails++
-	ld.truncated += r.size - off
-	ld.log.Warn("topiclog: truncating a torn tail", "file", seg.path, "offset", off, "bytes", r.size-off, "cause", cause.Error())
-	seg.size = max(off, int64(len(data)))
+	ld.truncated += r.size - cut
+	ld.log.Warn("topiclog: truncating a torn tail", "file", seg.path, "offset", cut, "bytes", r.size-cut, "cause", cause.Error())
+	seg.size = max(cut, int64(len(data)))
 	return nil
 }
 
