@@ -15,8 +15,9 @@ type pendingTopic struct {
 	seqs     []uint64
 }
 
-// part is the piece of a batch that goes into one segment: the active one,
-// then (if the batch crosses a segment boundary) new ones.
+// part is what a batch does to one segment: the active one (which receives
+// the batch, or is only sealed) and, if the batch starts a segment, the new
+// one.
 type part struct {
 	seg       *segment // nil for a new segment until it is created
 	first     uint64   // a new segment's first position

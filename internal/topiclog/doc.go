@@ -15,20 +15,22 @@
 // clock, so replicas that apply the same entries stay identical), a mark
 // (the Raft index of the entry, so LastMark tells a restarted replica which
 // entry it applied last) and a retain bit (LatestRetained is the topic's
-// retained message). Logs fed the same records hold byte-identical
-// segments, however the records were batched.
+// retained message). Logs fed the same batches hold byte-identical
+// segments.
 //
 // A topic's index never restarts: segment headers carry every topic's last
 // index, so deleting old segments never loses it.
 //
 // # Durability
 //
-// AppendBatch writes a batch with one write and, with SyncAlways, one fsync
-// before it returns. With SyncNone (for tests, and for replicas whose
+// AppendBatch writes a batch into one segment with one write and, with
+// SyncAlways, one fsync before it returns. A batch is atomic for readers and
+// across crashes: its last record is flagged, and recovery drops a batch
+// whose end is missing. With SyncNone (for tests, and for replicas whose
 // durability comes from the Raft log) batches are not synced, but segments
-// are synced when sealed and a new segment's header and first records are
+// are synced when sealed and a new segment's header and first batch are
 // synced with the directory when it is created: so after any crash only the
-// last segment can have lost records, and what it lost is a suffix.
+// last segment can have lost batches, and what it lost is a suffix.
 //
 // Open verifies every record's checksum, truncates a torn or corrupt tail
 // of the last segment (logged and reported in Recovery), and refuses damage

@@ -49,11 +49,11 @@ type Options struct {
 	// new one started (0: DefaultSegmentBytes). A segment exceeds it by at
 	// most one batch, since a batch is never split.
 	SegmentBytes int64
-	// SegmentAge, if positive, also seals the active segment before a record
-	// whose time is SegmentAge or more after the segment's first record, so
-	// that age-based retention can delete a quiet log's data (it deletes
-	// whole sealed segments only). The roll depends only on the appended
-	// records, so replicas stay byte-identical.
+	// SegmentAge, if positive, also seals the active segment before a batch
+	// whose first record's time is SegmentAge or more after the segment's
+	// first record, so that age-based retention can delete a quiet log's
+	// data (it deletes whole sealed segments only). The roll depends only on
+	// the appended batches, so replicas stay byte-identical.
 	SegmentAge time.Duration
 	// Sync is the durability policy of appends.
 	Sync SyncPolicy
