@@ -30,6 +30,11 @@ type Removed struct {
 // records in its active segment). Each topic's first index moves past its
 // deleted records; reads below it return ErrCompacted.
 //
+// Removed is valid even with an error. The records are gone from the log's
+// view before their files are removed; if a removal fails, the error says
+// so, the file comes back at the next Open (its records readable again) and
+// the next retention deletes it.
+//
 // Replicas that apply retention at different times hold different prefixes
 // of the same log; to keep them identical, replicate the call (with its now)
 // through the group's Raft log.
