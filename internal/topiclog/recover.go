@@ -121,6 +121,10 @@ type batchScan struct {
 	recs  []scanned
 	lasts map[*topicState]uint64 // topics' last index, counting the batch
 	added map[string]*topicState // topics the batch introduces
+	// The topic of the previous record and its last index, kept out of
+	// lasts while its run of records lasts (most batches are one run).
+	cur     *topicState
+	curLast uint64
 }
 
 type scanned struct {
@@ -144,17 +148,23 @@ func (b *batchScan) add(st *state, rc *rec, off int64) error {
 		}
 		b.added[t.name] = t
 	}
-	if b.lasts == nil {
-		b.lasts = map[*topicState]uint64{}
+	if t != b.cur {
+		if b.cur != nil {
+			if b.lasts == nil {
+				b.lasts = map[*topicState]uint64{}
+			}
+			b.lasts[b.cur] = b.curLast
+		}
+		last, ok := b.lasts[t]
+		if !ok {
+			last = t.last
+		}
+		b.cur, b.curLast = t, last
 	}
-	last, ok := b.lasts[t]
-	if !ok {
-		last = t.last
+	if rc.index != b.curLast+1 {
+		return fmt.Errorf("topic %q index %d, expected %d", t.name, rc.index, b.curLast+1)
 	}
-	if rc.index != last+1 {
-		return fmt.Errorf("topic %q index %d, expected %d", t.name, rc.index, last+1)
-	}
-	b.lasts[t] = rc.index
+	b.curLast = rc.index
 	b.recs = append(b.recs, scanned{t: t, seq: rc.seq, off: off, time: rc.time, mark: rc.mark, retain: rc.retain})
 	return nil
 }
@@ -181,6 +191,7 @@ func (b *batchScan) commit(st *state, seg *segment, end int64) {
 	st.records += uint64(len(b.recs))
 	seg.size = end
 	b.recs = b.recs[:0]
+	b.cur = nil
 	clear(b.lasts)
 	clear(b.added)
 }
