@@ -305,7 +305,7 @@ func (l *Log) Close() error {
 	return err
 }
 
-// LastMark returns the mark of the last record appended (0 if none), so a
+// LastMark returns the mark of the log's last record (0 if none), so a
 // replicated group knows after a restart which entry it applied last.
 func (l *Log) LastMark() uint64 {
 	l.mu.RLock()
