@@ -131,6 +131,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.broker.SetCluster(cp.layer)
+	n.broker.SetRelay(cp.layer)
 	cp.layer.Start()
 
 	if len(cfg.Join) > 0 {
