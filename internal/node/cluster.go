@@ -133,6 +133,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	n.broker.SetCluster(cp.layer)
 	n.broker.SetRelay(cp.layer)
 	cp.layer.Start()
+	n.rejoinGossip(cp)
 
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the
