@@ -40,7 +40,30 @@ func (c *HealthCmd) Run(e *env) error {
 
 // NodeCmd groups the commands that act on one node.
 type NodeCmd struct {
-	Drain NodeDrainCmd `cmd:"" help:"Drain a node before restarting, upgrading or removing it: its clients move to other nodes with their sessions, then it stops."`
+	Drain  NodeDrainCmd  `cmd:"" help:"Drain a node before restarting, upgrading or removing it: its clients move to other nodes with their sessions, then it stops."`
+	Remove NodeRemoveCmd `cmd:"" help:"Remove a node that is gone for good (it cannot drain itself) from the metadata group, the registry and gossip."`
+}
+
+// NodeRemoveCmd asks a node (--admin) to remove another one from the
+// cluster.
+type NodeRemoveCmd struct {
+	AdminFlags
+	ID    string `arg:"" name:"node-id" help:"Id of the node to remove."`
+	Force bool   `name:"force" help:"Remove it even though gossip still sees it alive (prefer sextant node drain --leave on it)."`
+}
+
+func (c *NodeRemoveCmd) Run(e *env) error {
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	cl, err := c.client(client.WithTimeout(time.Minute))
+	if err != nil {
+		return err
+	}
+	if err := cl.RemoveNode(ctx, c.ID, c.Force); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "node %s removed from the cluster\n", c.ID)
+	return nil
 }
 
 // NodeDrainCmd asks a node, through its admin API, to drain and stop.

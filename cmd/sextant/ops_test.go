@@ -92,3 +92,27 @@ func TestNodeDrainCommand(t *testing.T) {
 		t.Fatalf("second drain: %d %q", code, errOut)
 	}
 }
+
+// What `policy get` prints restores with `policy set -f` (the backup of the
+// policies that docs/operations.md describes).
+func TestPolicyBackupRestores(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	admin := n.Addr("admin")
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	os.WriteFile(rules, []byte("rules:\n  - match: swarm/+/#\n    mode: direct\n"), 0o644)
+	brokertest.Eventually(t, 10*time.Second, func() bool {
+		code, _, _ := runCLI(t, "policy", "set", "--admin", admin, "-f", rules)
+		return code == 0
+	}, "policy set succeeds")
+	code, backup, errOut := runCLI(t, "policy", "get", "--admin", admin)
+	if code != 0 {
+		t.Fatalf("policy get: %d %q", code, errOut)
+	}
+	saved := filepath.Join(dir, "backup.yaml")
+	os.WriteFile(saved, []byte(backup), 0o644)
+	code, out, errOut := runCLI(t, "policy", "set", "--admin", admin, "-f", saved)
+	if code != 0 || !strings.Contains(out, "1 rules") {
+		t.Fatalf("restoring %q: %d %q %q", backup, code, out, errOut)
+	}
+}

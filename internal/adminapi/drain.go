@@ -105,3 +105,36 @@ func (s *Server) WithDrain(d Drainer) *Server {
 	})
 	return s
 }
+
+// Remover removes another node from the cluster for good: from the
+// metadata group, the node registry and the gossip membership. It refuses
+// a node that is still alive unless force is set (drain that node with
+// leave instead), and this node itself.
+type Remover interface {
+	RemoveNode(ctx context.Context, id string, force bool) error
+}
+
+// ErrNodeAlive is returned (wrapped) by a Remover asked to remove a node
+// that is still alive, without force.
+var ErrNodeAlive = errors.New("adminapi: the node is alive")
+
+// WithRemove adds DELETE /v1/nodes/{id} (admin scope); ?force=true removes
+// a node gossip still sees alive.
+func (s *Server) WithRemove(rm Remover) *Server {
+	s.mux.HandleFunc("DELETE /v1/nodes/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		force := r.URL.Query().Get("force") == "true"
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		err := rm.RemoveNode(ctx, id, force)
+		switch {
+		case errors.Is(err, ErrNodeAlive), errors.Is(err, ErrCannotLeave):
+			WriteError(w, http.StatusConflict, "cannot_remove", err.Error())
+		case err != nil:
+			WriteError(w, http.StatusInternalServerError, "remove_failed", err.Error())
+		default:
+			writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+		}
+	})
+	return s
+}

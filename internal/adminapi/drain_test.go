@@ -105,3 +105,39 @@ func FuzzDrain(f *testing.F) {
 		}
 	})
 }
+
+type fakeRemover struct{ removed []string }
+
+func (f *fakeRemover) RemoveNode(_ context.Context, id string, force bool) error {
+	if id == "alive" && !force {
+		return fmt.Errorf("node %s: %w", id, ErrNodeAlive)
+	}
+	f.removed = append(f.removed, id)
+	return nil
+}
+
+func TestRemoveEndpoint(t *testing.T) {
+	rm := &fakeRemover{}
+	s := New(&fakeNode{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)).WithRemove(rm)
+	admin, read := strings.Repeat("a", 20), strings.Repeat("r", 20)
+	s.SetTokens(admin, read)
+	del := func(token, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("DELETE", path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		s.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := del(read, "/v1/nodes/gone"); code != 403 {
+		t.Fatalf("read token removed a node: %d", code)
+	}
+	if code, body := del(admin, "/v1/nodes/alive"); code != 409 || !strings.Contains(body, "cannot_remove") {
+		t.Fatalf("alive node: %d %s", code, body)
+	}
+	if code, _ := del(admin, "/v1/nodes/alive?force=true"); code != 200 {
+		t.Fatalf("forced: %d", code)
+	}
+	if code, _ := del(admin, "/v1/nodes/gone"); code != 200 || len(rm.removed) != 2 || rm.removed[1] != "gone" {
+		t.Fatalf("gone: %d %v", code, rm.removed)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -245,8 +246,7 @@ func (n *Node) drainMeta(ctx context.Context, leave bool, warnings []string) (mo
 			return err
 		})
 		if moved {
-			id, _ := cp.meta.Leader()
-			n.log.Info("drain: handed the metadata group's leadership over", "new_leader", id)
+			n.log.Info("drain: handed the metadata group's leadership over")
 		}
 		return moved, false, warnings
 	}
@@ -324,4 +324,40 @@ func (n *Node) logAt(level, msg string, args ...any) {
 		return
 	}
 	n.log.Info(msg, args...)
+}
+
+var _ adminapi.Remover = (*Node)(nil)
+
+// RemoveNode removes another node from the cluster for good, for a node
+// that cannot drain itself (its machine is gone): from the metadata group
+// (if it was a member), from the node registry, and from gossip (its
+// failed entry is pruned, so nobody calls it back). A node gossip still
+// sees alive is refused unless force: drain it with leave instead.
+func (n *Node) RemoveNode(ctx context.Context, id string, force bool) error {
+	cp := n.cluster
+	switch {
+	case cp == nil || cp.meta == nil || cp.membership == nil:
+		return fmt.Errorf("node %s runs alone: %w", n.cfg.NodeID, adminapi.ErrCannotLeave)
+	case id == n.cfg.NodeID:
+		return fmt.Errorf("node %s cannot remove itself (drain it with leave): %w", id, adminapi.ErrCannotLeave)
+	case !force && slices.Contains(n.otherAliveNodes(), id):
+		return fmt.Errorf("node %s: %w; drain it with leave, or force", id, adminapi.ErrNodeAlive)
+	}
+	servers, err := cp.meta.Servers(ctx)
+	if err != nil {
+		return fmt.Errorf("node: reading the metadata group: %w", err)
+	}
+	if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == id }) {
+		if err := cp.meta.RemoveServer(ctx, id); err != nil {
+			return fmt.Errorf("node: removing %s from the metadata group: %w", id, err)
+		}
+	}
+	if _, err := cp.meta.Propose(ctx, fsm.RemoveNode(id)); err != nil && !errors.Is(err, fsm.ErrNotFound) {
+		return fmt.Errorf("node: removing %s from the registry: %w", id, err)
+	}
+	if err := cp.membership.RemoveFailed(id); err != nil {
+		n.log.Warn("pruning a removed node from gossip failed", "node", id, "err", err)
+	}
+	n.log.Info("removed a node from the cluster", "node", id, "forced", force)
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -176,4 +177,14 @@ func (c *Client) Drain(ctx context.Context, req adminapi.DrainRequest) (adminapi
 // (an *APIError with status 503 while starting, draining or stopping).
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, "GET", "/readyz", nil, nil)
+}
+
+// RemoveNode is DELETE /v1/nodes/{id}: remove another node from the
+// cluster for good (force: even though gossip sees it alive).
+func (c *Client) RemoveNode(ctx context.Context, id string, force bool) error {
+	path := "/v1/nodes/" + url.PathEscape(id)
+	if force {
+		path += "?force=true"
+	}
+	return c.do(ctx, "DELETE", path, nil, nil)
 }
