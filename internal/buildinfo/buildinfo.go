@@ -6,9 +6,15 @@ import (
 	"strings"
 )
 
-// version is the release version stamped by the build (scripts/image.sh
-// passes -ldflags "-X github.com/sextantmq/sextant/internal/buildinfo.version=...").
-var version = ""
+// Stamped by the build with -ldflags "-X github.com/sextantmq/sextant/internal/buildinfo.version=..."
+// (scripts/image.sh does): the release version, and the commit and dirty
+// flag for builds where Go cannot read them itself (a git worktree, or
+// GOFLAGS=-buildvcs=false). What Go recorded wins over commit and dirty.
+var (
+	version = ""
+	commit  = ""
+	dirty   = ""
+)
 
 // Info describes one build of sextant.
 type Info struct {
@@ -23,9 +29,13 @@ type Info struct {
 func Read() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: orDevel(version), GoVersion: "unknown"}
+		bi = &debug.BuildInfo{GoVersion: "unknown"}
 	}
-	return Parse(bi, version)
+	in := Parse(bi, version)
+	if in.Commit == "" && commit != "" {
+		in.Commit, in.Dirty = commit, dirty == "true"
+	}
+	return in
 }
 
 // Parse extracts Info from Go's embedded build information; stamped, if
@@ -60,10 +70,11 @@ func orDevel(v string) string {
 // "v1.2.3", "devel+3f2a9c1b0d4e" or "devel+3f2a9c1b0d4e-dirty".
 func (in Info) Short() string {
 	s := in.Version
-	if in.Commit != "" && !strings.Contains(s, shortCommit(in.Commit)) {
+	// git describe names the commit already (v1.2.3-4-g3f2a9c1-dirty).
+	if in.Commit != "" && !strings.Contains(s, in.Commit[:min(7, len(in.Commit))]) {
 		s += "+" + shortCommit(in.Commit)
 	}
-	if in.Dirty {
+	if in.Dirty && !strings.HasSuffix(s, "-dirty") {
 		s += "-dirty"
 	}
 	return s

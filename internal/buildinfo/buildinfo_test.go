@@ -52,6 +52,13 @@ func TestParseGoRun(t *testing.T) {
 	}
 }
 
+func TestShortWithGitDescribe(t *testing.T) {
+	in := Info{Version: "v1.2.3-4-g3f2a9c1-dirty", Commit: "3f2a9c1b0d4e5f60718293a4b5c6d7e8f9012345", Dirty: true}
+	if got := in.Short(); got != "v1.2.3-4-g3f2a9c1-dirty" {
+		t.Fatalf("Short = %q", got)
+	}
+}
+
 func TestParseModuleVersion(t *testing.T) {
 	in := Parse(&debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.4.0"}}, "")
 	if in.Version != "v0.4.0" {
