@@ -1,11 +1,8 @@
 package deploy_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -97,8 +94,7 @@ func TestImageAndComposeCluster(t *testing.T) {
 		t.Skip("builds a container image and runs a compose cluster")
 	}
 	compose := requireDocker(t)
-	pubTool := brokertest.RequireTool(t, "mosquitto_pub", "mosquitto-clients")
-	subTool := brokertest.RequireTool(t, "mosquitto_sub", "mosquitto-clients")
+	mq := brokertest.RequireMosquitto(t, "-V", "5")
 	root := brokertest.ModuleRoot(t)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d (image tag, project name, subnet)", seed)
@@ -187,52 +183,7 @@ func TestImageAndComposeCluster(t *testing.T) {
 
 	route := func(subPort, pubPort, topic string) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		sub := exec.CommandContext(ctx, subTool, "-h", "127.0.0.1", "-p", subPort, "-V", "5", "-t", topic+"/#", "-q", "1", "-v")
-		out, err := sub.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sub.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { cancel(); _ = sub.Wait() }()
-		lines := lineReader(out)
-		pub := func(payload string) {
-			if err := exec.Command(pubTool, "-h", "127.0.0.1", "-p", pubPort, "-V", "5", "-t", topic+"/x", "-q", "1", "-m", payload).Run(); err != nil {
-				t.Fatalf("mosquitto_pub to port %s: %v", pubPort, err)
-			}
-		}
-		got := false
-		for i := 0; i < 100 && !got; i++ {
-			pub("probe")
-			select {
-			case l := <-lines:
-				got = strings.HasSuffix(l, " probe")
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-		if !got {
-			t.Fatalf("no message from port %s reached a subscriber on port %s", pubPort, subPort)
-		}
-		for i := range 10 {
-			pub(strconv.Itoa(i))
-		}
-		for want := 0; want < 10; {
-			select {
-			case l := <-lines:
-				if strings.HasSuffix(l, " probe") {
-					continue
-				}
-				if l != fmt.Sprintf("%s/x %d", topic, want) {
-					t.Fatalf("from port %s to %s: got %q, want message %d (in order)", pubPort, subPort, l, want)
-				}
-				want++
-			case <-time.After(10 * time.Second):
-				t.Fatalf("from port %s to %s: only %d of 10 messages arrived", pubPort, subPort, want)
-			}
-		}
+		mq.Route(t, "127.0.0.1:"+subPort, "127.0.0.1:"+pubPort, topic, 10)
 	}
 	route(ports[2], ports[0], "compose/core-to-edge")
 	route(ports[1], ports[2], "compose/edge-to-core")
@@ -242,17 +193,4 @@ func TestImageAndComposeCluster(t *testing.T) {
 	t.Logf("node2 stopped (drained on SIGTERM) in %v", time.Since(stopped).Round(time.Millisecond))
 	route(ports[2], ports[0], "compose/after-stop")
 	route(ports[0], ports[2], "compose/after-stop-back")
-}
-
-// lineReader streams a process's output lines.
-func lineReader(r io.Reader) <-chan string {
-	ch := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-		close(ch)
-	}()
-	return ch
 }

@@ -113,23 +113,14 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 	admin := func(ip string) string { return "http://" + ip + ":" + adminPort }
 	converged := func(what string) {
 		t.Helper()
+		admins := []string{admin(ips[0]), admin(ips[1]), admin(ips[2])}
 		brokertest.Eventually(t, 90*time.Second, func() bool {
-			for _, ip := range ips {
-				if getJSON(admin(ip)+"/readyz", &map[string]string{}) != nil {
-					return false
-				}
-				var nodes []adminapi.NodeInfo
-				if err := getJSON(admin(ip)+"/v1/nodes", &nodes); err != nil {
-					return false
-				}
-				alive := 0
-				for _, n := range nodes {
-					if n.State == "alive" {
-						alive++
-					}
-				}
+			if !aliveEverywhere(admins, 3) {
+				return false
+			}
+			for _, a := range admins {
 				var ci adminapi.ClusterInfo
-				if alive != 3 || getJSON(admin(ip)+"/v1/cluster", &ci) != nil || ci.Leader == "" || len(ci.Servers) != 3 {
+				if getJSON(a+"/readyz", &map[string]string{}) != nil || getJSON(a+"/v1/cluster", &ci) != nil || ci.Leader == "" || len(ci.Servers) != 3 {
 					return false
 				}
 			}
