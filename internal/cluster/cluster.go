@@ -31,6 +31,7 @@ type Broker interface {
 	HandOver(clientID string, cleanStart bool) (*broker.SessionState, error)
 	ExportSession(clientID string) (*broker.SessionState, error)
 	ReleaseSession(st *broker.SessionState)
+	DeliverRelayed(clientID string, ds []broker.Relayed) int
 	HoldsSession(clientID string) bool
 	RetainedMessages(fn func(*message.Message) bool)
 	RetainedTombstones() []*message.Message
@@ -395,6 +396,8 @@ func (c *Cluster) serve(ctx context.Context, node string, method byte, body []by
 			return nil, err
 		}
 		return c.settled(id), nil
+	case methodRelay:
+		return nil, c.relayed(node, body)
 	case methodRestore:
 		mine, prev, err := decodeRestore(body)
 		if err != nil {

@@ -127,8 +127,14 @@ func (c *Cluster) Takeover(ctx context.Context, clientID string, cleanStart bool
 		c.metrics.takeovers[takeoverNone].Inc()
 		return nil, nil
 	}
-	if l := c.peers.Link(prev.Node); l != nil {
-		l.Notify(methodRelease, appendClientID(nil, clientID))
+	// The old node ends its copy once the session and its subscriptions
+	// are in place here (the broker calls Release then): what reaches the
+	// copy until then is relayed here (relay.go).
+	holder := prev.Node
+	st.Release = func() {
+		if l := c.peers.Link(holder); l != nil {
+			l.Notify(methodRelease, appendClientID(nil, clientID))
+		}
 	}
 	c.metrics.takeovers[takeoverMoved].Inc()
 	return st, nil
@@ -258,6 +264,7 @@ func (c *Cluster) export(node, clientID string) ([]byte, error) {
 	if st == nil {
 		return nil, nil
 	}
+	st.MovedTo = node
 	c.dir.Lock()
 	c.dir.handing[clientID] = handing{to: node, st: st, at: c.clock.Now()}
 	c.metrics.moving.Set(float64(len(c.dir.handing)))

@@ -19,7 +19,9 @@
 //     session here with its owner and, if another alive node held it, has
 //     that node hand it over (package broker closes the client's connection
 //     there and exports the session). Nodes re-register their sessions when
-//     membership changes or when they restart.
+//     membership changes or when they restart. What reaches the old copy
+//     after its export is relayed to the new node (relay.go), so a move
+//     loses no message.
 //
 // Concurrency: a Cluster is safe for concurrent use; the broker calls it
 // from connection goroutines. It owns two goroutines (the membership

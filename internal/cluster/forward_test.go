@@ -33,6 +33,7 @@ func (b *fakeBroker) HandOver(string, bool) (*broker.SessionState, error) {
 }
 func (b *fakeBroker) ExportSession(string) (*broker.SessionState, error) { return nil, nil }
 func (b *fakeBroker) ReleaseSession(*broker.SessionState)                {}
+func (b *fakeBroker) DeliverRelayed(string, []broker.Relayed) int        { return 0 }
 func (b *fakeBroker) HoldsSession(string) bool                           { return false }
 func (b *fakeBroker) RetainedTombstones() []*message.Message             { return nil }
 func (b *fakeBroker) ForgetTombstone(string, uint64)                     {}

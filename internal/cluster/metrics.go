@@ -21,6 +21,8 @@ type clusterMetrics struct {
 	handOversOut    prometheus.Counter
 	moving          prometheus.Gauge
 	staleSessions   prometheus.Counter
+	relayed         prometheus.Counter // relay.go
+	relayDropped    prometheus.Counter
 }
 
 func newClusterMetrics(r prometheus.Registerer) *clusterMetrics {
@@ -48,6 +50,7 @@ func newClusterMetrics(r prometheus.Registerer) *clusterMetrics {
 			Help: "Sessions dropped here because their client had connected to another node meanwhile."}),
 		takeovers: map[string]prometheus.Counter{},
 	}
+	m.relayed, m.relayDropped = relayMetrics(r)
 	for _, res := range []string{takeoverNone, takeoverMoved, takeoverLost, takeoverFailed} {
 		m.takeovers[res] = takeovers.WithLabelValues(res)
 	}

@@ -131,7 +131,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.broker.SetCluster(cp.layer)
+	n.broker.SetRelay(cp.layer)
 	cp.layer.Start()
+	n.rejoinGossip(cp)
 
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the

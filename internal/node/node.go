@@ -44,6 +44,7 @@ type Node struct {
 	cluster  *clusterParts
 	security *security
 	reloadMu sync.Mutex // one Reload at a time
+	drain    drainState // drain.go
 
 	mu struct {
 		sync.Mutex
@@ -183,6 +184,7 @@ func (n *Node) Start() error {
 	if err := n.startCluster(context.Background()); err != nil {
 		return n.startFailed(err)
 	}
+	n.registerOpsMetrics()
 	for _, kind := range clientListenerKinds {
 		ln := n.mu.bound[kind]
 		if ln == nil {
@@ -199,7 +201,7 @@ func (n *Node) Start() error {
 		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
+		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n)
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
@@ -286,7 +288,7 @@ func (n *Node) Ready() error {
 	case !n.mu.ready:
 		return errors.New("starting")
 	}
-	return nil
+	return n.drain.readyErr()
 }
 
 // Shutdown stops the node gracefully: stop accepting, disconnect clients
@@ -299,6 +301,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	n.mu.shutdown = true
+	n.drain.stopBackground()
 	var ls []*listener.Server
 	for _, kind := range clientListenerKinds {
 		if l := n.mu.listeners[kind]; l != nil {
