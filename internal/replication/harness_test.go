@@ -268,11 +268,22 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // agrees.
 func (c *cluster) leader() (string, *Group[uint64]) {
 	c.t.Helper()
+	var all []string
+	for id := range c.groups {
+		all = append(all, id)
+	}
+	return c.leaderAmong(all...)
+}
+
+// leaderAmong waits until exactly one of the replicas on nodes ids leads
+// and all of them agree.
+func (c *cluster) leaderAmong(ids ...string) (string, *Group[uint64]) {
+	c.t.Helper()
 	var lead string
 	waitFor(c.t, 30*time.Second, "one agreed leader", func() bool {
 		lead = ""
-		for id, g := range c.groups {
-			if g.IsLeader() {
+		for _, id := range ids {
+			if c.groups[id].IsLeader() {
 				if lead != "" {
 					return false
 				}
@@ -282,8 +293,8 @@ func (c *cluster) leader() (string, *Group[uint64]) {
 		if lead == "" {
 			return false
 		}
-		for _, g := range c.groups {
-			if g.Leader().ID != lead {
+		for _, id := range ids {
+			if c.groups[id].Leader().ID != lead {
 				return false
 			}
 		}

@@ -92,7 +92,7 @@ func (s *Single[R]) Submit(ctx context.Context, cmd []byte) (*Pending[R], error)
 		return nil, err
 	}
 	s.mu.Lock()
-	if s.mu.closed {
+	if s.mu.closed || s.mu.failure != nil {
 		err := s.closedLocked()
 		s.mu.Unlock()
 		return nil, err
