@@ -127,17 +127,19 @@ func TestConfigValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, mut := range map[string]func(*Config){
-			"no id":          func(c *Config) { c.NodeID = "" },
-			"long id":        func(c *Config) { c.NodeID = string(make([]byte, 256)) },
-			"no addr":        func(c *Config) { c.Addr = "" },
-			"@ in addr":      func(c *Config) { c.Addr = "a@b:1" },
-			"no listener":    func(c *Config) { c.Listener = nil },
-			"no dial":        func(c *Config) { c.Dial = nil },
-			"no dir":         func(c *Config) { c.DataDir = "" },
-			"batch":          func(c *Config) { c.MaxBatch = 2000 },
-			"budget":         func(c *Config) { c.MaxGroups = -1 },
-			"segment":        func(c *Config) { c.SegmentBytes = 1000 },
-			"heartbeat":      func(c *Config) { c.Timeouts = Timeouts{Heartbeat: time.Millisecond, Election: time.Second, LeaderLease: 5 * time.Millisecond, Commit: time.Millisecond} },
+			"no id":       func(c *Config) { c.NodeID = "" },
+			"long id":     func(c *Config) { c.NodeID = string(make([]byte, 256)) },
+			"no addr":     func(c *Config) { c.Addr = "" },
+			"@ in addr":   func(c *Config) { c.Addr = "a@b:1" },
+			"no listener": func(c *Config) { c.Listener = nil },
+			"no dial":     func(c *Config) { c.Dial = nil },
+			"no dir":      func(c *Config) { c.DataDir = "" },
+			"batch":       func(c *Config) { c.MaxBatch = 2000 },
+			"budget":      func(c *Config) { c.MaxGroups = -1 },
+			"segment":     func(c *Config) { c.SegmentBytes = 1000 },
+			"heartbeat": func(c *Config) {
+				c.Timeouts = Timeouts{Heartbeat: time.Millisecond, Election: time.Second, LeaderLease: 5 * time.Millisecond, Commit: time.Millisecond}
+			},
 			"election":       func(c *Config) { c.Timeouts = LAN(); c.Timeouts.Election = c.Timeouts.Heartbeat / 2 },
 			"lease":          func(c *Config) { c.Timeouts = LAN(); c.Timeouts.LeaderLease = 2 * c.Timeouts.Heartbeat },
 			"commit":         func(c *Config) { c.Timeouts = LAN(); c.Timeouts.Commit = 0 },
