@@ -283,6 +283,7 @@ func BenchmarkIdleGroups(b *testing.B) {
 		t    Timeouts
 	}{
 		{"lan", LAN()},
+		{"heartbeat=100ms", Timeouts{Heartbeat: 100 * time.Millisecond, Election: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond, Commit: 50 * time.Millisecond}},
 		{"heartbeat=250ms", Timeouts{Heartbeat: 250 * time.Millisecond, Election: 250 * time.Millisecond, LeaderLease: 125 * time.Millisecond, Commit: 100 * time.Millisecond}},
 		{"heartbeat=500ms", Timeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 250 * time.Millisecond, Commit: 100 * time.Millisecond}},
 		{"heartbeat=1s", Timeouts{Heartbeat: time.Second, Election: time.Second, LeaderLease: 500 * time.Millisecond, Commit: 100 * time.Millisecond}},

@@ -39,10 +39,12 @@ type Timeouts struct {
 
 // LAN is the default: replicas in one site (RTT about 1 ms or less). A dead
 // leader is replaced in about 0.3 s (median over 20 kills; see
-// docs/design/replication.md), well inside Canal's 667 ms.
+// docs/design/replication.md), well inside Canal's 667 ms. The lease is as
+// long as the library allows (the heartbeat timeout), so that a leader on a
+// starved machine does not step down for a late heartbeat answer.
 func LAN() Timeouts {
 	return Timeouts{Heartbeat: 150 * time.Millisecond, Election: 150 * time.Millisecond,
-		LeaderLease: 100 * time.Millisecond, Commit: 100 * time.Millisecond}
+		LeaderLease: 150 * time.Millisecond, Commit: 100 * time.Millisecond}
 }
 
 // WAN is for replicas in different regions: inter-city RTTs reach about

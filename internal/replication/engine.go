@@ -247,7 +247,7 @@ func (e *Engine) route(c net.Conn) {
 	refuse := func(reason string, status byte, err error) {
 		e.metrics.refused[reason].Inc()
 		e.log.Debug("replication: refused a connection", "remote", remote, "reason", reason, "err", err)
-		if status != statusOK {
+		if status != statusNone {
 			_, _ = c.Write([]byte{status})
 		}
 		_ = c.Close()
@@ -256,7 +256,7 @@ func (e *Engine) route(c net.Conn) {
 	_ = c.SetDeadline(dl)
 	var kind [1]byte
 	if _, err := io.ReadFull(c, kind[:]); err != nil || kind[0] != Kind {
-		refuse(refuseKind, statusOK, err)
+		refuse(refuseKind, statusNone, err)
 		return
 	}
 	c, err := secure(ctx, c, e.cfg.TLS, true)

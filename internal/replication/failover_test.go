@@ -12,7 +12,7 @@ import (
 // TestFailoverAfterLeaderKill kills the leader of a three-replica group 20
 // times, each time at a seeded random point of the heartbeat cycle, and
 // measures on the bubble's fake clock how long the others take to elect a
-// new leader and to commit through it (memnet RTT 1 ms). The killed node
+// new leader and to commit through it (memnet RTT 1 ms; 150 ms for WAN). The killed node
 // comes back and catches up before the next kill. With the LAN timeouts
 // the median must stay under 500 ms (issue 14; Canal reports 667 ms) and
 // every failover within two heartbeat and two election timeouts. With
@@ -25,20 +25,22 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		t      Timeouts
+		rtt    time.Duration
 		assert bool
 	}{
-		{"lan", LAN(), true},
-		{"heartbeat=100ms", Timeouts{Heartbeat: 100 * time.Millisecond, Election: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond, Commit: 50 * time.Millisecond}, false},
-		{"heartbeat=250ms", Timeouts{Heartbeat: 250 * time.Millisecond, Election: 250 * time.Millisecond, LeaderLease: 125 * time.Millisecond, Commit: 100 * time.Millisecond}, false},
-		{"heartbeat=500ms", Timeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 250 * time.Millisecond, Commit: 100 * time.Millisecond}, false},
-		{"heartbeat=1s", Timeouts{Heartbeat: time.Second, Election: time.Second, LeaderLease: 500 * time.Millisecond, Commit: 100 * time.Millisecond}, false},
+		{"lan", LAN(), time.Millisecond, true},
+		{"heartbeat=100ms", Timeouts{Heartbeat: 100 * time.Millisecond, Election: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond, Commit: 50 * time.Millisecond}, time.Millisecond, false},
+		{"heartbeat=250ms", Timeouts{Heartbeat: 250 * time.Millisecond, Election: 250 * time.Millisecond, LeaderLease: 125 * time.Millisecond, Commit: 100 * time.Millisecond}, time.Millisecond, false},
+		{"heartbeat=500ms", Timeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 250 * time.Millisecond, Commit: 100 * time.Millisecond}, time.Millisecond, false},
+		{"heartbeat=1s", Timeouts{Heartbeat: time.Second, Election: time.Second, LeaderLease: 500 * time.Millisecond, Commit: 100 * time.Millisecond}, time.Millisecond, false},
+		{"wan-rtt=150ms", WAN(), 150 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !tc.assert && !*failoverTable {
 				t.Skip("trade-off measurement; run with -failover-table")
 			}
 			synctest.Test(t, func(t *testing.T) {
-				elected, committed := measureFailover(t, tc.t, seed, 20)
+				elected, committed := measureFailover(t, tc.t, tc.rtt, seed, 20)
 				t.Logf("%s: new leader after kill: median %v, p90 %v, max %v; first commit: median %v, p90 %v",
 					tc.name, pct(elected, 50), pct(elected, 90), pct(elected, 100), pct(committed, 50), pct(committed, 90))
 				if !tc.assert {
@@ -56,9 +58,9 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 	}
 }
 
-func measureFailover(t *testing.T, tt Timeouts, seed uint64, kills int) (elected, committed []time.Duration) {
+func measureFailover(t *testing.T, tt Timeouts, rtt time.Duration, seed uint64, kills int) (elected, committed []time.Duration) {
 	r := rng(seed)
-	c := newCluster(t, time.Millisecond)
+	c := newCluster(t, rtt)
 	c.tune = func(cfg *Config) { cfg.Timeouts = tt }
 	c.start(ids(3)...)
 	for i := range kills {

@@ -131,7 +131,13 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 	g.machine = newMachine(fsm, e.metrics, g.onFail)
 	rc := raftConfig(cfg, hclogFor(log, "raft"))
 	rc.NoSnapshotRestoreOnStart = !restore
-	r, err := raft.NewRaft(rc, g.machine, w, w, snaps, trans)
+	// The leader reads back what it just appended to send it to the
+	// followers; the cache answers those reads without a system call each.
+	logs, err := raft.NewLogCache(2*cfg.MaxBatch, w)
+	if err != nil {
+		return nil, fmt.Errorf("replication: group %s: log cache: %w", id, err)
+	}
+	r, err := raft.NewRaft(rc, g.machine, logs, w, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: start raft: %w", id, err)
 	}
@@ -149,6 +155,7 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 	g.obsWG.Add(1)
 	go g.watch()
 	if !e.publish(id, g) {
+		closers = nil // Close closes everything
 		_ = g.Close()
 		return nil, ErrClosed
 	}
@@ -219,14 +226,13 @@ func (g *Group[R]) Submit(ctx context.Context, cmd []byte) (*Pending[R], error) 
 		g.count(resultClosed)
 		return nil, err
 	}
-	if g.raft.State() != raft.Leader {
-		g.mu.Unlock()
-		g.count(resultNotLeader)
-		return nil, g.notLeader()
-	}
 	g.senders.Add(1)
 	g.mu.Unlock()
 	defer g.senders.Done()
+	if g.raft.State() != raft.Leader {
+		g.count(resultNotLeader)
+		return nil, g.notLeader()
+	}
 	p := newPending[R](cmd, time.Now())
 	select {
 	case g.queue <- p:

@@ -66,6 +66,14 @@ func TestReplicasApplyIdentically(t *testing.T) {
 					f.mu.Unlock()
 				}
 				t.Logf("largest state machine batch per replica: %v", batches)
+				var leaders, followers float64
+				for id := range c.groups {
+					leaders += c.counter(id, "sextant_replication_groups", "role", string(RoleLeader))
+					followers += c.counter(id, "sextant_replication_groups", "role", string(RoleFollower))
+				}
+				if leaders != 1 || followers != float64(n-1) {
+					t.Errorf("groups by role: %v leaders, %v followers", leaders, followers)
+				}
 			})
 		})
 	}

@@ -141,7 +141,7 @@ func TestConfigValidate(t *testing.T) {
 				c.Timeouts = Timeouts{Heartbeat: time.Millisecond, Election: time.Second, LeaderLease: 5 * time.Millisecond, Commit: time.Millisecond}
 			},
 			"election":       func(c *Config) { c.Timeouts = LAN(); c.Timeouts.Election = c.Timeouts.Heartbeat / 2 },
-			"lease":          func(c *Config) { c.Timeouts = LAN(); c.Timeouts.LeaderLease = 2 * c.Timeouts.Heartbeat },
+			"lease":          func(c *Config) { c.Timeouts = LAN(); c.Timeouts.LeaderLease = c.Timeouts.Heartbeat + 1 },
 			"commit":         func(c *Config) { c.Timeouts = LAN(); c.Timeouts.Commit = 0 },
 			"partial timing": func(c *Config) { c.Timeouts = Timeouts{Heartbeat: time.Second} },
 		} {

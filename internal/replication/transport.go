@@ -38,6 +38,8 @@ const (
 	statusUnknownGroup
 	statusWrongNode
 	statusBadHello
+
+	statusNone byte = 0xff // not sent: the connection is closed without an answer
 )
 
 func statusText(s byte) string {
