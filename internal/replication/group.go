@@ -339,11 +339,15 @@ func (g *Group[R]) closedErr() error {
 	return g.closedLocked()
 }
 
-func (g *Group[R]) closedLocked() error {
-	if g.mu.failure != nil {
-		return fmt.Errorf("%w: group %s: %w", ErrFailed, g.id, g.mu.failure)
+func (g *Group[R]) closedLocked() error { return stoppedErr(g.id, g.mu.failure) }
+
+// stoppedErr is the error for a command to a stopped group: ErrFailed with
+// the state machine's error if that stopped it, else ErrClosed.
+func stoppedErr(id GroupID, failure error) error {
+	if failure != nil {
+		return fmt.Errorf("%w: group %s: %w", ErrFailed, id, failure)
 	}
-	return fmt.Errorf("%w: group %s", ErrClosed, g.id)
+	return fmt.Errorf("%w: group %s", ErrClosed, id)
 }
 
 // onFail runs on Raft's FSM goroutine when the state machine reports a

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,41 +23,12 @@ func TestReplicasApplyIdentically(t *testing.T) {
 				c := newCluster(t, time.Millisecond)
 				c.start(ids(n)...)
 				_, lead := c.leader()
-				const publishers, each = 8, 40
-				results := make([][]uint64, publishers)
-				var wg sync.WaitGroup
-				for p := range publishers {
-					wg.Go(func() {
-						var cmds []string
-						for i := range each {
-							cmds = append(cmds, fmt.Sprintf("p%d-%03d", p, i))
-						}
-						res, err := proposeAll(ctxFor(t, 10*time.Second), lead, cmds)
-						if err != nil {
-							t.Errorf("publisher %d: %v", p, err)
-						}
-						results[p] = res
-					})
-				}
-				wg.Wait()
+				results := publishConcurrently(t, lead, 8, 40)
 				log := c.converge()
-				if len(log) != publishers*each {
-					t.Fatalf("%d commands applied, want %d", len(log), publishers*each)
+				if len(log) != 8*40 {
+					t.Fatalf("%d commands applied, want %d", len(log), 8*40)
 				}
-				pos := map[string]uint64{}
-				for i, cmd := range log {
-					pos[cmd] = uint64(i + 1)
-				}
-				for p := range publishers {
-					if !slices.IsSorted(results[p]) {
-						t.Errorf("publisher %d's commands were reordered: %v", p, results[p])
-					}
-					for i, r := range results[p] {
-						if want := pos[fmt.Sprintf("p%d-%03d", p, i)]; r != want {
-							t.Errorf("publisher %d command %d: result %d, position in the log %d", p, i, r, want)
-						}
-					}
-				}
+				checkPublishers(t, log, results)
 				var batches []int
 				for _, f := range c.fsms {
 					f.mu.Lock()

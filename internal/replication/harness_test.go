@@ -396,4 +396,56 @@ func proposeAll(ctx context.Context, g Replica[uint64], cmds []string) ([]uint64
 	return out, nil
 }
 
+// publishConcurrently runs pipelined publishers, each proposing each
+// commands (publisherCmd(p, 0), ...) in order, and returns each one's
+// results.
+func publishConcurrently(t *testing.T, r Replica[uint64], publishers, each int) [][]uint64 {
+	t.Helper()
+	results := make([][]uint64, publishers)
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			var cmds []string
+			for i := range each {
+				cmds = append(cmds, publisherCmd(p, i))
+			}
+			res, err := proposeAll(ctxFor(t, 10*time.Second), r, cmds)
+			if err != nil {
+				t.Errorf("publisher %d: %v", p, err)
+			}
+			results[p] = res
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func publisherCmd(p, i int) string { return fmt.Sprintf("p%d-%03d", p, i) }
+
+// checkPublishers checks that log holds every publisher's commands, that
+// no publisher's commands were reordered and that each result is its
+// command's position in log.
+func checkPublishers(t *testing.T, log []string, results [][]uint64) {
+	t.Helper()
+	pos := map[string]uint64{}
+	for i, cmd := range log {
+		pos[cmd] = uint64(i + 1)
+	}
+	n := 0
+	for p, res := range results {
+		n += len(res)
+		if !slices.IsSorted(res) {
+			t.Errorf("publisher %d's commands were reordered: %v", p, res)
+		}
+		for i, r := range res {
+			if want := pos[publisherCmd(p, i)]; r != want {
+				t.Errorf("publisher %d command %d: result %d, position in the log %d", p, i, r, want)
+			}
+		}
+	}
+	if len(log) != n {
+		t.Errorf("%d commands in the log, %d acknowledged", len(log), n)
+	}
+}
+
 func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x5eed)) }

@@ -212,7 +212,7 @@ func (s *Single[R]) err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.failure != nil {
-		return fmt.Errorf("%w: group %s: %w", ErrFailed, s.id, s.mu.failure)
+		return stoppedErr(s.id, s.mu.failure)
 	}
 	return nil
 }
@@ -223,12 +223,7 @@ func (s *Single[R]) closedErr() error {
 	return s.closedLocked()
 }
 
-func (s *Single[R]) closedLocked() error {
-	if s.mu.failure != nil {
-		return fmt.Errorf("%w: group %s: %w", ErrFailed, s.id, s.mu.failure)
-	}
-	return fmt.Errorf("%w: group %s", ErrClosed, s.id)
-}
+func (s *Single[R]) closedLocked() error { return stoppedErr(s.id, s.mu.failure) }
 
 // Leader is always this node.
 func (s *Single[R]) Leader() Leader {

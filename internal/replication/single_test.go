@@ -3,9 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,37 +25,12 @@ func TestSingleAppliesInOrderInBatches(t *testing.T) {
 		if l := <-s.Leadership(); !l.Local || l.ID != "n1" || !s.IsLeader() {
 			t.Errorf("leader %+v", l)
 		}
-		const publishers, each = 8, 50
-		results := make([][]uint64, publishers)
-		var wg sync.WaitGroup
-		for p := range publishers {
-			wg.Go(func() {
-				var cmds []string
-				for i := range each {
-					cmds = append(cmds, fmt.Sprintf("p%d-%02d", p, i))
-				}
-				res, err := proposeAll(ctxFor(t, 5*time.Second), s, cmds)
-				if err != nil {
-					t.Error(err)
-				}
-				results[p] = res
-			})
-		}
-		wg.Wait()
+		results := publishConcurrently(t, s, 8, 50)
 		cmds := f.cmds()
-		if len(cmds) != publishers*each {
+		if len(cmds) != 400 {
 			t.Fatalf("%d commands", len(cmds))
 		}
-		for p := range publishers {
-			if !slices.IsSorted(results[p]) {
-				t.Errorf("publisher %d reordered: %v", p, results[p])
-			}
-			for i, r := range results[p] {
-				if cmds[r-1] != fmt.Sprintf("p%d-%02d", p, i) {
-					t.Errorf("publisher %d command %d: result %d holds %q", p, i, r, cmds[r-1])
-				}
-			}
-		}
+		checkPublishers(t, cmds, results)
 		f.mu.Lock()
 		indexes, batches := slices.Clone(f.mu.indexes), slices.Clone(f.mu.batches)
 		f.mu.Unlock()
