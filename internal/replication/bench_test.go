@@ -271,11 +271,12 @@ func logCounters(regs []*prometheus.Registry) (writes, entries float64) {
 }
 
 // BenchmarkIdleGroups runs 100 idle groups of 3 replicas on three engines
-// in one process (loopback TCP) and measures the process's CPU time over
-// -idle-window (default 10 s) per wall second, and the heap per group, for
-// several Raft timings: the heartbeat timeout sets the heartbeat rate
-// (the leader sends one every tenth to fifth of it) and so both the idle
-// cost and the failover time (TestFailoverAfterLeaderKill -failover-table).
+// in one process (loopback TCP) and measures the process's CPU time per
+// wall second over -idle-window (default 10 s; 1 s with -short), and the
+// heap per group, for several Raft timings: the heartbeat timeout sets the
+// heartbeat rate (the leader sends one every tenth to fifth of it) and so
+// both the idle cost and the failover time (TestFailoverAfterLeaderKill
+// -failover-table).
 func BenchmarkIdleGroups(b *testing.B) {
 	const groups = 100
 	for _, tc := range []struct {
@@ -309,7 +310,11 @@ func BenchmarkIdleGroups(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			b.ResetTimer()
 			cpu0, wall0 := cpuTime(b), time.Now()
-			window := time.NewTimer(*idleWindow)
+			d := *idleWindow
+			if testing.Short() {
+				d = time.Second
+			}
+			window := time.NewTimer(d)
 			<-window.C
 			cpu, wall := cpuTime(b)-cpu0, time.Since(wall0)
 			b.StopTimer()
