@@ -31,7 +31,9 @@
 // goroutine, except Snapshot.Persist, which runs concurrently with Apply:
 //   - Applied is called before the group starts and around each batch. It
 //     reports the index of the last entry whose effect the state holds,
-//     including entries applied before a restart.
+//     including entries applied before a restart. It may stay behind
+//     entries that changed nothing (a deduplicated publish); those are
+//     given again after a restart and must be harmless to apply again.
 //   - Apply receives committed commands in log order, in batches (many
 //     proposals commit together), and returns one result per command; it
 //     must be deterministic. Entries at or below Applied() are never passed

@@ -338,6 +338,51 @@ func TestRestartAppliesNothingTwice(t *testing.T) {
 	})
 }
 
+// TestTrailingNoOpsAreGivenAgain: a state machine whose last entries
+// changed nothing (deduplicated publishes) reports an applied index behind
+// them; the group accepts that, and after a restart gives those entries
+// again, and only those.
+func TestTrailingNoOpsAreGivenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, time.Millisecond)
+		c.start(ids(3)...)
+		for _, f := range c.fsms {
+			f.mu.Lock()
+			f.mu.noop = "dup"
+			f.mu.Unlock()
+		}
+		leadID, lead := c.leader()
+		if _, err := proposeAll(ctxFor(t, 5*time.Second), lead, []string{"a", "dup-1", "b", "dup-2", "dup-3"}); err != nil {
+			t.Fatal(err)
+		}
+		c.converge()
+		var follower string
+		for id := range c.groups {
+			if id != leadID {
+				follower = id
+			}
+		}
+		f := c.fsms[follower]
+		f.mu.Lock()
+		before := f.mu.noops
+		f.mu.Unlock()
+		c.kill(follower)
+		c.restart(follower)
+		if _, err := lead.Propose(ctxFor(t, 5*time.Second), []byte("c")); err != nil {
+			t.Fatal(err)
+		}
+		if log := c.converge(); !slices.Equal(log, []string{"a", "b", "c"}) {
+			t.Errorf("log %v", log)
+		}
+		f.mu.Lock()
+		again := f.mu.noops - before
+		f.mu.Unlock()
+		if again != 2 {
+			t.Errorf("the restarted replica was given %d no-op entries again, want the 2 after its last record", again)
+		}
+	})
+}
+
 // TestFailingStateMachineClosesGroup: an Apply error fails the batch's
 // proposals with ErrFailed and closes the replica; reopened with a healthy
 // state machine holding what was durable, the group resumes.

@@ -50,6 +50,8 @@ type recorder struct {
 		violations []string
 		restores   int
 		failAt     uint64 // Apply fails when it reaches this index (0: never)
+		noop       string // commands with this prefix change nothing (as a deduplicated publish)
+		noops      int    // such commands applied
 	}
 }
 
@@ -71,6 +73,11 @@ func (r *recorder) Apply(entries []Entry) ([]uint64, error) {
 	for _, e := range entries {
 		if r.mu.failAt != 0 && e.Index >= r.mu.failAt {
 			return nil, errors.New("injected storage failure")
+		}
+		if r.mu.noop != "" && strings.HasPrefix(string(e.Cmd), r.mu.noop) {
+			r.mu.noops++
+			out = append(out, 0)
+			continue
 		}
 		if e.Index <= r.mu.applied {
 			r.mu.violations = append(r.mu.violations, fmt.Sprintf("index %d applied again (state at %d)", e.Index, r.mu.applied))
