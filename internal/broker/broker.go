@@ -59,6 +59,8 @@ type Broker struct {
 	}
 	remote *Remote // nil on a node running alone; set before serving
 
+	moved movedSessions // relay.go: sessions released to another node
+
 	mu struct {
 		sync.Mutex
 		sessions  map[string]*session.Session
@@ -231,6 +233,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		b.mu.sessions[id] = s
 		b.mu.Unlock()
 	}
+	if moved != nil && moved.Release != nil {
+		moved.Release() // the session and its interest are here: the old node may end its copy
+	}
 	s.Bind(c)
 	b.mu.Lock()
 	b.mu.online++
@@ -358,13 +363,23 @@ func (b *Broker) offlineAndCurrent(s *session.Session) bool {
 // endSession removes s from the registry and the index, discards its queue
 // and deletes its durable state.
 func (b *Broker) endSession(s *session.Session) {
+	b.deregister(s)
+	b.unindex(s, s.Subscriptions())
+	b.retire(s)
+}
+
+// deregister stops s's timers and removes it from the registry.
+func (b *Broker) deregister(s *session.Session) {
 	b.stopTimers(s)
 	b.mu.Lock()
 	if b.mu.sessions[s.ID] == s {
 		delete(b.mu.sessions, s.ID)
 	}
 	b.mu.Unlock()
-	subs := s.Subscriptions()
+}
+
+// unindex removes s's subscriptions from the index.
+func (b *Broker) unindex(s *session.Session, subs map[string]router.Options) {
 	var changes []interestChange
 	b.subs.Lock()
 	for f := range subs {
@@ -374,6 +389,10 @@ func (b *Broker) endSession(s *session.Session) {
 	b.subs.Unlock()
 	b.metrics.Subscriptions.Set(float64(n))
 	b.announceInterest(changes)
+}
+
+// retire ends s, tells the directory and deletes its durable state.
+func (b *Broker) retire(s *session.Session) {
 	s.End()
 	if b.remote != nil {
 		b.remote.Sessions.SessionEnded(s.ID)

@@ -2,7 +2,11 @@
 // (creation, takeover, expiry), the subscription index, retained messages,
 // will messages, $SYS statistics, and the orchestration of durable writes
 // around a publish. It implements session.Hub; listeners hand connections to
-// ServeConn.
+// ServeConn. Sessions move between nodes through the cluster layer
+// (ExportSession, ReleaseSession, importing at Attach); a released session's
+// subscriptions linger for RelayGrace, relaying what they catch to its new
+// node (relay.go). DisconnectAll sends every client away when the node
+// drains.
 //
 // A message reaches local sessions through one pair of functions, route
 // (the recipients) and fanOut (the deliveries), for a local publish

@@ -23,6 +23,15 @@ type SessionState struct {
 	Messages []*store.QueuedMessage // in sequence order
 	Inbound  []uint16
 
+	// MovedTo is the node an exported session went to, set by the cluster
+	// layer: once released, what still reaches the old copy is relayed
+	// there (relay.go).
+	MovedTo string
+	// Release, set by the cluster layer on the node that took the session
+	// over, tells the old node to end its copy; the broker calls it once
+	// the session and its subscriptions are in place here.
+	Release func()
+
 	from *session.Session // the exported session, on the node that exported it
 }
 
@@ -96,13 +105,20 @@ func (b *Broker) takeOffline(clientID string) *session.Session {
 }
 
 // ReleaseSession is the second half of a hand-over: it ends the session st
-// was exported from, unless a client has connected to it here since.
+// was exported from, unless a client has connected to it here since. With
+// st.MovedTo set (and a Relay), what reached the session since its export,
+// and what reaches its subscriptions for RelayGrace more, is relayed to the
+// new node (relay.go).
 func (b *Broker) ReleaseSession(st *SessionState) {
 	s := st.from
 	if s == nil || !b.offlineAndCurrent(s) {
 		return
 	}
-	b.endSession(s)
+	if st.MovedTo != "" && b.moved.relay != nil {
+		b.releaseMoved(s, st)
+	} else {
+		b.endSession(s)
+	}
 	b.updateSessionGauges()
 }
 
@@ -128,6 +144,7 @@ func (b *Broker) exportSession(s *session.Session) (*SessionState, error) {
 func (b *Broker) importSession(id string, v packet.Version, expiry uint32, st *SessionState) *session.Session {
 	s := session.New(id, b.env, v, expiry)
 	b.restoreSubscriptions(s, st.Record.Subscriptions)
+	b.noteArrival(id)
 	s.RestoreInbound(st.Inbound)
 	persist := expiry > 0 && b.store != nil
 	var bt store.Batch

@@ -217,6 +217,12 @@ func (b *Broker) commitPersist(p *session.Persist) {
 // deliver offers dl to s, applying back-pressure when a non-persistent
 // session's queue is full; it reports whether a store write was added.
 func (b *Broker) deliver(s *session.Session, dl session.Delivery, ps *session.Persist) bool {
+	if b.relayIfMoved(s, dl) {
+		return false
+	}
+	// A release that began while this delivery was being offered has
+	// taken its final snapshot already: relay the delivery as well.
+	defer b.relayIfMoved(s, dl)
 	before := ps.Len()
 	out, wait := s.Deliver(dl, ps)
 	if out == session.Full {

@@ -60,6 +60,9 @@ type Remote struct {
 	Interest  Interest
 	Retained  Replicator
 	Sessions  Directory
+	// Relay carries deliveries for sessions that moved away (relay.go);
+	// nil: a released session ends at once.
+	Relay Relay
 }
 
 // SetRemote connects the broker to the rest of the cluster. It must be
@@ -67,6 +70,7 @@ type Remote struct {
 // subscription it holds (loaded from its store) through r.Interest.
 func (b *Broker) SetRemote(r Remote) {
 	b.remote = &r
+	b.moved.relay = r.Relay
 	var all []interestChange
 	b.subs.RLock()
 	b.subs.ix.Filters(func(f string, n int) { all = append(all, interestChange{f, n}) })

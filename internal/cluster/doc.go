@@ -11,6 +11,10 @@
 //   - directory: the session directory (claims spread by rendezvous
 //     hashing over the alive members, two-phase hand-overs at CONNECT).
 //
+// The shell itself relays what reaches a moved session's old copy after
+// its export to the new node (relay.go: broker.Relay on the old node,
+// Relays.DeliverRelayed on the new one), so a move loses no message.
+//
 // The shell owns what they share: the peer manager and its handler (frames
 // from peers are decoded here and dispatched to the part they belong to),
 // the alive member set (pushed to the directory), the link events (a new

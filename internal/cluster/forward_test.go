@@ -39,6 +39,7 @@ func (b *fakeBroker) HandOver(string, bool) (*broker.SessionState, error) {
 }
 func (b *fakeBroker) ExportSession(string) (*broker.SessionState, error) { return nil, nil }
 func (b *fakeBroker) ReleaseSession(*broker.SessionState)                {}
+func (b *fakeBroker) DeliverRelayed(string, []broker.Relayed) int        { return 0 }
 func (b *fakeBroker) HoldsSession(string) bool                           { return false }
 func (b *fakeBroker) RetainedTombstones() []*message.Message             { return nil }
 func (b *fakeBroker) ForgetTombstone(string, uint64)                     {}
@@ -83,7 +84,7 @@ func startUnitCluster(t *testing.T, nw *memnet.Network, ids ...string) []*unitNo
 		}
 		b := &fakeBroker{}
 		ev := make(chan membership.Event, 16)
-		c, err := New(Config{NodeID: id, Deliver: b, Retained: b, Sessions: b, Members: &staticMembers{ms: ms, events: ev}, Listener: ln,
+		c, err := New(Config{NodeID: id, Deliver: b, Relays: b, Retained: b, Sessions: b, Members: &staticMembers{ms: ms, events: ev}, Listener: ln,
 			Dial: nw.DialFrom(fmt.Sprintf("10.0.0.%d", i+1))})
 		if err != nil {
 			t.Fatal(err)

@@ -28,6 +28,10 @@ import (
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("cluster: invalid config")
 
+// ErrCorrupt reports a relay notification from a peer that cannot be
+// decoded.
+var ErrCorrupt = errors.New("cluster: corrupt encoding")
+
 // Deliverer delivers a message another node forwarded here to local
 // subscribers only (the broker).
 type Deliverer interface {
@@ -50,9 +54,10 @@ var _ Members = (*membership.Membership)(nil)
 type Config struct {
 	// NodeID is this node's id, as in membership.
 	NodeID string
-	// Deliver, Retained and Sessions are this node's broker, as each part
-	// of the layer sees it.
+	// Deliver, Relays, Retained and Sessions are this node's broker, as
+	// each part of the layer sees it.
 	Deliver  Deliverer
+	Relays   Relays
 	Retained retainsync.Holder
 	Sessions directory.Sessions
 	// Members tells which nodes exist and where their peer address is (the
@@ -95,7 +100,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.NodeID == "":
 		return fmt.Errorf("%w: no node id", ErrConfig)
-	case c.Deliver == nil || c.Retained == nil || c.Sessions == nil:
+	case c.Deliver == nil || c.Relays == nil || c.Retained == nil || c.Sessions == nil:
 		return fmt.Errorf("%w: no broker", ErrConfig)
 	case c.Members == nil:
 		return fmt.Errorf("%w: no membership", ErrConfig)
@@ -114,6 +119,7 @@ type Layer struct {
 	cfg      Config
 	id       string
 	deliver  Deliverer
+	relays   Relays
 	peers    *peer.Manager
 	routes   *routing.Table
 	retained *retainsync.Replicator
@@ -157,7 +163,7 @@ func New(cfg Config) (*Layer, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	l := &Layer{
-		cfg: cfg, id: cfg.NodeID, deliver: cfg.Deliver, clock: cfg.Clock, log: cfg.Log,
+		cfg: cfg, id: cfg.NodeID, deliver: cfg.Deliver, relays: cfg.Relays, clock: cfg.Clock, log: cfg.Log,
 		metrics: newLayerMetrics(cfg.Registerer),
 		routes:  routing.NewTable(),
 		group:   run.NewGroup(context.Background()),
@@ -187,10 +193,10 @@ func New(cfg Config) (*Layer, error) {
 }
 
 // Remote returns what the broker needs of the cluster (broker.SetRemote):
-// this layer's routing and interest, its retained replicator and its
-// session directory.
+// this layer's routing, interest and relay, its retained replicator and
+// its session directory.
 func (l *Layer) Remote() broker.Remote {
-	return broker.Remote{NodeID: l.id, Forwarder: l, Interest: l, Retained: l.retained, Sessions: l.dir}
+	return broker.Remote{NodeID: l.id, Forwarder: l, Interest: l, Retained: l.retained, Sessions: l.dir, Relay: l}
 }
 
 // Start connects to the current members and follows membership changes.
@@ -245,7 +251,7 @@ func (l *Layer) RemoteInterest() map[string][]string { return l.routes.Interest(
 
 // methodPing is the layer's own request on peer links: answered at once,
 // for round-trip probes. The session directory's requests share the number
-// space (package directory leaves 6 to it).
+// space (package directory leaves 6 and 11, methodRelay, to the shell).
 const methodPing byte = 6
 
 // links adapts the Layer to peer.Handler (whose method names would
@@ -290,8 +296,11 @@ func (h links) Interest(node string, full bool, add, remove []string) {
 }
 
 func (h links) Serve(ctx context.Context, node string, method byte, body []byte) ([]byte, error) {
-	if method == methodPing {
+	switch method {
+	case methodPing:
 		return nil, nil
+	case methodRelay:
+		return nil, h.l.relayed(node, body)
 	}
 	return h.l.dir.Serve(ctx, node, method, body)
 }

@@ -15,6 +15,7 @@ const (
 	DropSlowConsumer  = "slow_consumer"  // lost with a non-persistent session disconnected as slow
 	DropNotAuthorized = "not_authorized" // refused by access control
 	DropNoSubscribers = "no_subscribers" // published where nobody listens
+	DropMovedAway     = "moved_away"     // relayed to a node that no longer held the session (it moved on or ended)
 )
 
 // Abuse limits, the values of the limit label of sextant_limits_hit_total.
@@ -97,7 +98,7 @@ func NewNode() *Node {
 		m.MessagesOut[q] = out.WithLabelValues(l)
 	}
 	m.Dropped = map[string]prometheus.Counter{}
-	for _, r := range []string{DropQueueFull, DropExpired, DropTooLarge, DropSessionQuota, DropSlowConsumer, DropNotAuthorized, DropNoSubscribers} {
+	for _, r := range []string{DropQueueFull, DropExpired, DropTooLarge, DropSessionQuota, DropSlowConsumer, DropNotAuthorized, DropNoSubscribers, DropMovedAway} {
 		m.Dropped[r] = m.dropped.WithLabelValues(r)
 	}
 	return m

@@ -24,6 +24,7 @@ func TestDropIsLabelledByReason(t *testing.T) {
 # TYPE sextant_messages_dropped_total counter
 sextant_messages_dropped_total{reason="custom"} 1
 sextant_messages_dropped_total{reason="expired"} 0
+sextant_messages_dropped_total{reason="moved_away"} 0
 sextant_messages_dropped_total{reason="no_subscribers"} 0
 sextant_messages_dropped_total{reason="not_authorized"} 0
 sextant_messages_dropped_total{reason="queue_full"} 3

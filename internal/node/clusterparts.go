@@ -142,7 +142,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		seed = uint64(n.clock.Now().UnixNano())
 	}
 	lcfg := cluster.Config{
-		NodeID: cfg.NodeID, Deliver: n.broker, Retained: n.broker, Sessions: n.broker,
+		NodeID: cfg.NodeID, Deliver: n.broker, Relays: n.broker, Retained: n.broker, Sessions: n.broker,
 		Members: cp.membership, Listener: peerLn, TLS: peerTLS,
 		Dial: n.net.Dial, Registerer: n.metrics.Registry, Clock: n.clock,
 		Log: n.log.With("subsystem", "cluster"), Seed: seed,
@@ -156,6 +156,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	n.broker.SetRemote(cp.layer.Remote())
 	cp.layer.Start()
+	n.rejoinGossip(cp)
 
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the

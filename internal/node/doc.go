@@ -4,7 +4,11 @@
 // layer) from a config.Config and the process-level node.Options (the
 // network it listens and dials on, its clock, a seed; netx.Host and the
 // wall clock for `sextant serve`, memnet and synctest's fake time for
-// in-process test clusters), starts them, and shuts them down in order.
+// in-process test clusters), starts them, and shuts them down in order. It
+// also drains a node before a restart or removal (drain.go: clients sent to
+// other nodes with their sessions, metadata leadership handed over),
+// removes dead nodes from the cluster, and rejoins gossip after a restart
+// without a join list (rejoin.go).
 //
 // Lifecycle: a Node has a root context and one run.Group for its own
 // goroutines (the admin server, the metadata join and the registration in

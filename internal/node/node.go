@@ -88,6 +88,7 @@ type Node struct {
 	cluster  *clusterParts
 	security *security
 	reloadMu sync.Mutex // one Reload at a time
+	drain    drainState // drain.go
 
 	mu struct {
 		sync.Mutex
@@ -236,6 +237,7 @@ func (n *Node) Start() error {
 	if err := n.startCluster(n.group.Context()); err != nil {
 		return n.startFailed(err)
 	}
+	n.registerOpsMetrics()
 	for _, kind := range clientListenerKinds {
 		ln := n.mu.bound[kind]
 		if ln == nil {
@@ -252,7 +254,7 @@ func (n *Node) Start() error {
 		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
+		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n)
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: adminReadHeaderTimeout, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
@@ -351,7 +353,7 @@ func (n *Node) Ready() error {
 	case !n.mu.ready:
 		return errors.New("starting")
 	}
-	return nil
+	return n.drain.readyErr()
 }
 
 // Shutdown stops the node gracefully: stop accepting, tell the cluster the

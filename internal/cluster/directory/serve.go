@@ -104,6 +104,7 @@ func (d *Service) export(node, clientID string) ([]byte, error) {
 	if st == nil {
 		return nil, nil
 	}
+	st.MovedTo = node
 	d.mu.Lock()
 	d.mu.handing[clientID] = handing{to: node, st: st, at: d.clock.Now()}
 	d.metrics.moving.Set(float64(len(d.mu.handing)))

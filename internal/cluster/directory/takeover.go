@@ -94,7 +94,11 @@ func (d *Service) Takeover(ctx context.Context, clientID string, cleanStart bool
 		d.metrics.takeovers[takeoverNone].Inc()
 		return nil, nil
 	}
-	d.peers.Notify(prev.Node, methodRelease, appendClientID(nil, clientID))
+	// The old node ends its copy once the session and its subscriptions
+	// are in place here (the broker calls Release then): what reaches the
+	// copy until then is relayed here (package cluster, relay.go).
+	holder := prev.Node
+	st.Release = func() { d.peers.Notify(holder, methodRelease, appendClientID(nil, clientID)) }
 	d.metrics.takeovers[takeoverMoved].Inc()
 	return st, nil
 }

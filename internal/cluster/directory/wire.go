@@ -20,8 +20,9 @@ const (
 	methodUnregister byte = 3 // directory owner (notification): a session ended on a node
 	methodHandOver   byte = 4 // holder: close the client's connection and send the session (kept until released)
 	methodDrop       byte = 5 // holder (notification): a newer claim exists; drop a stale session
-	// 6 is the cluster layer's round-trip probe (package cluster), which
-	// shares the peer links' method numbers with the directory.
+	// 6 and 11 are the cluster layer's round-trip probe and session relay
+	// (package cluster), which share the peer links' method numbers with
+	// the directory.
 	methodRelease byte = 7 // holder (notification): the session it sent arrived; end it there
 	methodRestore byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
 	methodSettle  byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0

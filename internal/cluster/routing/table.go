@@ -155,6 +155,17 @@ func (t *Table) Route(name string, served []string, up func(node string) bool, d
 	return dst
 }
 
+// DirectTo reports whether node has non-shared interest matching topic
+// name: a message on it published on this node is forwarded there.
+func (t *Table) DirectTo(name, node string) bool {
+	ms := t.matches.Get().(*router.Matches[string])
+	defer t.matches.Put(ms)
+	t.mu.RLock()
+	t.mu.ix.Match(name, "", ms)
+	t.mu.RUnlock()
+	return slices.ContainsFunc(ms.Direct, func(d router.Delivery[string]) bool { return d.Sub == node })
+}
+
 // pickNode chooses the node that serves a shared group for one message.
 func pickNode(g *router.SharedMatch[string], up func(string) bool) string {
 	n := len(g.Members)
