@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/sextantmq/sextant/internal/logging"
 )
 
 // ErrConfig marks an invalid Config.
@@ -177,7 +179,7 @@ func (c Config) serfConfig(ch chan<- serf.Event, logger *slog.Logger) (*serf.Con
 	if c.Profile == WAN {
 		ml = memberlist.DefaultWANConfig()
 	}
-	std := stdLogger(logger)
+	std := logging.StdLog(logger, nil)
 	ml.Name = c.NodeID
 	ml.Logger = std
 	ml.LogOutput = nil

@@ -183,9 +183,32 @@ func (m *Membership) pump(in <-chan serf.Event) {
 				continue
 			}
 			for _, sm := range me.Members {
-				m.emit(Event{Type: typ, Member: m.member(sm)})
+				e := Event{Type: typ, Member: m.member(sm)}
+				m.logEvent(e)
+				m.emit(e)
 			}
 		}
+	}
+}
+
+// logEvent tells the operator about another member's change, once per
+// change (the library's own narration of it is at debug level).
+func (m *Membership) logEvent(e Event) {
+	mm := e.Member
+	if mm.ID == m.id {
+		return
+	}
+	switch e.Type {
+	case EventJoin:
+		m.logger.Info("cluster member joined", "member", mm.ID, "addr", mm.Addr, "site", mm.Labels.Site, "tier", mm.Labels.Tier)
+	case EventLeave:
+		m.logger.Info("cluster member left", "member", mm.ID, "addr", mm.Addr)
+	case EventFail:
+		m.logger.Warn("cluster member failed: it stopped answering gossip probes", "member", mm.ID, "addr", mm.Addr)
+	case EventReap:
+		m.logger.Info("cluster member forgotten: gone long enough, or removed by an operator", "member", mm.ID, "addr", mm.Addr)
+	case EventUpdate:
+		m.logger.Debug("cluster member changed its labels", "member", mm.ID)
 	}
 }
 

@@ -1,8 +1,12 @@
 package membership
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,6 +278,76 @@ func TestGossipKey(t *testing.T) {
 		}
 		if n := len(n1.Members()); n != 2 {
 			t.Fatalf("n1 sees %d members, want 2", n)
+		}
+	})
+}
+
+// syncBuffer is a log destination that the test reads while the member
+// writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMemberChangesAreLoggedOnce: a node logs each other member's join,
+// leave and failure once, at info (warn for a failure), and the gossip
+// library's own narration of them stays out of an info-level log.
+func TestMemberChangesAreLoggedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settle(t)
+		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
+		defer nw.Close()
+		var out syncBuffer
+		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		n1, err := startNode(t, nw, "10.0.0.1", Config{NodeID: "n1", Tags: labelsFor(1), Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n2 := node(t, nw, "n2", "10.0.0.2", labelsFor(2), LAN, "10.0.0.1:7946")
+		n3 := node(t, nw, "n3", "10.0.0.3", labelsFor(3), LAN, "10.0.0.1:7946")
+		waitFor(t, 30*time.Second, "n1 sees three members", func() bool { return len(n1.Members()) == 3 })
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n3.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = n3.Shutdown()
+		nextEvent(t, n1, 10*time.Second, func(e Event) bool { return e.Type == EventLeave && e.Member.ID == "n3" })
+		nw.Isolate("10.0.0.2")
+		nextEvent(t, n1, time.Minute, func(e Event) bool { return e.Type == EventFail && e.Member.ID == "n2" })
+		_ = n2.Shutdown()
+
+		logged := out.String()
+		for _, want := range []string{
+			`level=INFO msg="cluster member joined" member=n2 addr=10.0.0.2:7946`,
+			`level=INFO msg="cluster member joined" member=n3 addr=10.0.0.3:7946`,
+			`level=INFO msg="cluster member left" member=n3 addr=10.0.0.3:7946`,
+			`level=WARN msg="cluster member failed: it stopped answering gossip probes" member=n2 addr=10.0.0.2:7946`,
+		} {
+			if n := strings.Count(logged, want); n != 1 {
+				t.Errorf("%d lines with %s; want 1", n, want)
+			}
+		}
+		for _, chatter := range []string{"EventMember", "Suspect", "Marking", "member=n1"} {
+			if strings.Contains(logged, chatter) {
+				t.Errorf("the log has %q:\n%s", chatter, logged)
+			}
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", logged)
 		}
 	})
 }
