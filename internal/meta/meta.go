@@ -212,6 +212,16 @@ func (m *Meta) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// LastContact returns when this node last heard from the group's leader
+// (the zero time if never since it started). On the leader it is the
+// current time: it is its own contact.
+func (m *Meta) LastContact(now time.Time) time.Time {
+	if m.IsLeader() {
+		return now
+	}
+	return m.raft.LastContact()
+}
+
 // IsLeader reports whether this node currently leads the group.
 func (m *Meta) IsLeader() bool { return m.raft.State() == raft.Leader }
 

@@ -144,7 +144,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 		n.store, err = store.Open(filepath.Join(cfg.DataDir, "sextant.db"), store.Options{
-			Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{n.metrics}, Clock: n.clock,
+			Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{m: n.metrics, always: mode == store.FsyncAlways}, Clock: n.clock,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
@@ -200,13 +200,23 @@ func LimitsFrom(cfg config.Config) session.Limits {
 	}
 }
 
-type storeObserver struct{ m *metrics.Node }
+// storeObserver records the store's timings. sextant_store_sync_seconds
+// counts the points at which data became durable: with fsync=always bbolt
+// syncs inside each commit (its write time includes both fdatasyncs), so
+// each commit is one; with batch and never, the store's explicit syncs.
+type storeObserver struct {
+	m      *metrics.Node
+	always bool
+}
 
 var _ store.Observer = storeObserver{}
 
 func (o storeObserver) ObserveCommit(ci store.CommitInfo) {
 	o.m.StoreBatchOps.Observe(float64(ci.Ops))
 	o.m.StoreCommitSeconds.Observe((ci.Apply + ci.Write).Seconds())
+	if o.always {
+		o.m.StoreSyncSeconds.Observe(ci.Write.Seconds())
+	}
 }
 
 func (o storeObserver) ObserveSync(d time.Duration) { o.m.StoreSyncSeconds.Observe(d.Seconds()) }

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/netx"
@@ -41,7 +40,6 @@ type Manager struct {
 	clock       clock.Clock
 	log         *slog.Logger
 	metrics     *metrics
-	noLink      prometheus.Counter
 	interest    *interest
 	incarnation uint64
 	group       *run.Group    // accept loop, handshakes, request handlers; its context ends at Close
@@ -82,7 +80,6 @@ func New(cfg Config) (*Manager, error) {
 		interest:    newInterest(),
 		incarnation: uint64(cfg.Clock.Now().UnixNano()),
 	}
-	m.noLink = m.metrics.dropped.WithLabelValues("", DropNoLink)
 	m.requests = make(chan struct{}, m.opts.MaxRequests)
 	m.handshakes = make(chan struct{}, maxHandshakes)
 	m.group = run.NewGroup(context.Background())
@@ -177,7 +174,7 @@ func (m *Manager) Publish(id string, p *Publish) {
 		l.Publish(p)
 		return
 	}
-	m.noLink.Inc()
+	m.metrics.dropped.WithLabelValues(id, DropNoLink).Inc()
 }
 
 // AddInterest adds n local subscriptions to filter (as subscribed,
