@@ -157,9 +157,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		SysInterval:    cfg.SysInterval,
 		Version:        opts.Version,
 	}
-	if sec.auth != nil {
-		bcfg.Auth = sessionAuth{sec.auth}
-	}
+	bcfg.Auth = newSessionAuth(sec.auth, cfg, n.clock, n.log)
 	n.broker, err = broker.New(bcfg, st, n.clock, n.log, n.metrics)
 	if err != nil {
 		if n.store != nil {
