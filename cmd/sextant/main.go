@@ -28,7 +28,9 @@ type CLI struct {
 	Sub     SubCmd     `cmd:"" passthrough:"" help:"Subscribe and print messages, with latency of stamped ones (see sextant sub --help)."`
 	Ping    PingCmd    `cmd:"" passthrough:"" help:"Measure MQTT round trips to a broker (see sextant ping --help)."`
 	Bench   BenchCmd   `cmd:"" passthrough:"" help:"Load-test any MQTT broker (see sextant bench --help)."`
-	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs."`
+	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs; remove a node that is gone (nodes remove ID)."`
+	Clients ClientsCmd `cmd:"" help:"Show a node's clients and sessions, one client in detail, or disconnect one."`
+	Topics  TopicsCmd  `cmd:"" help:"Show a node's topics, retained messages and subscriptions."`
 	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
 	Passwd  PasswdCmd  `cmd:"" help:"Add or change a user in a password file (bcrypt), or remove one."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`

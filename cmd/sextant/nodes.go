@@ -40,13 +40,20 @@ func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
 	return client.New(a.Admin, a.Token, opts...), nil
 }
 
-// NodesCmd prints the cluster's nodes and their estimated RTT matrix.
+// NodesCmd lists the cluster's nodes (its default) and removes a node that
+// is gone.
 type NodesCmd struct {
+	List   NodesListCmd  `cmd:"" default:"withargs" help:"Show the cluster's nodes, their coordinates and estimated RTTs (the default)."`
+	Remove NodeRemoveCmd `cmd:"" help:"Remove a node that is gone for good (it cannot drain itself) from the metadata group, the registry and gossip."`
+}
+
+// NodesListCmd prints the cluster's nodes and their estimated RTT matrix.
+type NodesListCmd struct {
 	AdminFlags
 	JSON bool `name:"json" help:"Print the API's JSON instead of tables."`
 }
 
-func (c *NodesCmd) Run(e *env) error {
+func (c *NodesListCmd) Run(e *env) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 15*time.Second)
 	defer cancel()
 	cl, err := c.client()

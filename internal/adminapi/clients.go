@@ -30,7 +30,7 @@ func (s *Server) WithClients(c Clients) *Server {
 	s.mux.HandleFunc("GET /v1/clients", func(w http.ResponseWriter, r *http.Request) {
 		cs := c.Clients()
 		sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
-		writeJSON(w, http.StatusOK, cs)
+		writeJSON(w, http.StatusOK, nonNil(cs))
 	})
 	return s
 }
