@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/run"
