@@ -75,6 +75,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { exit = c; panic(exitSignal{}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.ValueFormatter(helpValue),
+		kong.Help(helpPrinter),
 		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n")},
 	)
 	if err != nil {
@@ -90,9 +92,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				code = exit
 			}
 		}()
-		kctx, err := parser.Parse(args)
+		kctx, err := parser.Parse(helpArgs(args))
 		if err != nil {
-			fmt.Fprintf(stderr, "sextant: %v\n", err)
+			fmt.Fprintf(stderr, "sextant: %v\n", withSuggestion(err))
 			return 2
 		}
 		if err := kctx.Run(&env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}); err != nil {
@@ -106,6 +108,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}()
 	return code
+}
+
+// helpArgs turns the ways of asking for help into kong's: no arguments at
+// all prints the usage, and "help [command...]" is "command... --help".
+func helpArgs(args []string) []string {
+	switch {
+	case len(args) == 0:
+		return []string{"--help"}
+	case args[0] == "help":
+		return append(append([]string(nil), args[1:]...), "--help")
+	}
+	return args
 }
 
 // exitSignal unwinds kong's help/exit handling back into run.

@@ -21,7 +21,7 @@ import (
 type AdminFlags struct {
 	Admin string `name:"admin" short:"a" default:"127.0.0.1:8088" help:"Admin API address of a node (HOST:PORT or URL)." placeholder:"ADDR"`
 	Token string `name:"token" env:"SEXTANT_TOKEN" help:"Admin API bearer token." placeholder:"TOKEN"`
-	CA    string `name:"ca" env:"SEXTANT_CA" type:"path" help:"PEM CA certificate that verifies a node's admin API served over TLS (admin-tls); implies https." placeholder:"FILE"`
+	CA    string `name:"cafile" aliases:"ca" env:"SEXTANT_CAFILE,SEXTANT_CA" type:"path" help:"PEM CA certificate that verifies a node's admin API served over TLS (admin-tls); implies https (--ca is the same flag)." placeholder:"FILE"`
 }
 
 func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
@@ -30,11 +30,11 @@ func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
 	}
 	pem, err := os.ReadFile(a.CA)
 	if err != nil {
-		return nil, fmt.Errorf("--ca: %w", err)
+		return nil, fmt.Errorf("--cafile: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", a.CA)
+		return nil, fmt.Errorf("--cafile %s: no PEM certificate in it", a.CA)
 	}
 	opts = append(opts, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
 	return client.New(a.Admin, a.Token, opts...), nil

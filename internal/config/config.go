@@ -88,7 +88,7 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, invalid("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data-dir", "must not be empty")
@@ -197,5 +197,5 @@ func (c *Config) Validate() error {
 	} else if c.DrainTimeout >= c.ShutdownTimeout {
 		bad("drain-timeout", "%v leaves no time to stop within shutdown-timeout %v", c.DrainTimeout, c.ShutdownTimeout)
 	}
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }

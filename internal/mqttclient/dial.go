@@ -3,13 +3,16 @@ package mqttclient
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -137,5 +140,40 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqttclient: cannot reach %s: %w", e, err)
 	}
-	return Connect(ctx, conn, opts)
+	c, err := Connect(ctx, conn, opts)
+	var refused *ReasonError
+	if err != nil && e.Scheme == "mqtt" && !errors.As(err, &refused) && speaksHTTP(ctx, e.Host) {
+		return nil, fmt.Errorf("%w: %s answers HTTP: is it an admin API or web port? MQTT listens on the node's mqtt-addr "+
+			"(port 1883 by default); for MQTT over WebSocket give a ws:// URL (%w)", ErrNotMQTT, e.Host, err)
+	}
+	return c, err
+}
+
+// ErrNotMQTT: what answered at the address speaks another protocol.
+var ErrNotMQTT = errors.New("mqttclient: not an MQTT server")
+
+// probeTimeout bounds the HTTP probe after a failed handshake.
+const probeTimeout = 2 * time.Second
+
+// speaksHTTP reports whether an HTTP server answers at hostport: after a
+// failed MQTT handshake, it tells a user who gave an HTTP port why (an HTTP
+// server waits for a request line and never answers a CONNECT).
+func speaksHTTP(ctx context.Context, hostport string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", hostport)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(conn, "HEAD / HTTP/1.0\r\n\r\n"); err != nil {
+		return false
+	}
+	var head [5]byte
+	_, err = io.ReadFull(conn, head[:])
+	return err == nil && string(head[:]) == "HTTP/"
 }

@@ -103,6 +103,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() == nil && speaksMQTT(ctx, req.URL.Host) {
+			return fmt.Errorf("%w: %s answers MQTT: is it a client port? The admin API listens on the node's admin-addr "+
+				"(127.0.0.1:8088 by default) (%w)", ErrNotAdminAPI, req.URL.Host, err)
+		}
 		return fmt.Errorf("admin API at %s: %w", c.base, err)
 	}
 	defer res.Body.Close()
