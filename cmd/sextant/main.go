@@ -31,7 +31,7 @@ type CLI struct {
 	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs; remove a node that is gone (nodes remove ID)."`
 	Clients ClientsCmd `cmd:"" help:"Show a node's clients and sessions, one client in detail, or disconnect one."`
 	Topics  TopicsCmd  `cmd:"" help:"Show a node's topics, retained messages and subscriptions."`
-	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
+	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules (docs/policy.md)."`
 	Passwd  PasswdCmd  `cmd:"" help:"Add or change a user in a password file (bcrypt), or remove one."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
 	Health  HealthCmd  `cmd:"" help:"Check a node's readiness over its admin API (exit 0 when ready): the container health check."`

@@ -49,14 +49,15 @@ func Suggest(s string, names []string) string {
 	s = strings.ReplaceAll(s, "_", "-")
 	first, _, _ := strings.Cut(s, "-")
 	best, bestD := "", 1<<30
-	for _, n := range names {
+	for _, name := range names {
+		n := strings.ReplaceAll(name, "_", "-")
 		d := editDistance(s, n)
 		nf, _, _ := strings.Cut(n, "-")
 		if d > max(2, len(s)/3) && nf != first {
 			continue
 		}
 		if d < bestD {
-			best, bestD = n, d
+			best, bestD = name, d
 		}
 	}
 	return best

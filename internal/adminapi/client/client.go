@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,6 +154,14 @@ func (c *Client) Cluster(ctx context.Context) (adminapi.ClusterInfo, error) {
 func (c *Client) Policies(ctx context.Context) (adminapi.PolicySet, error) {
 	var ps adminapi.PolicySet
 	return ps, c.do(ctx, "GET", "/v1/policies", nil, &ps)
+}
+
+// PoliciesAt is GET /v1/policies?min_version=N: the node answers once its
+// copy of the policies has reached version minVersion (or 503 after a
+// while).
+func (c *Client) PoliciesAt(ctx context.Context, minVersion uint64) (adminapi.PolicySet, error) {
+	var ps adminapi.PolicySet
+	return ps, c.do(ctx, "GET", "/v1/policies?min_version="+strconv.FormatUint(minVersion, 10), nil, &ps)
 }
 
 // PutPolicies is PUT /v1/policies; expect (optional) makes it a
