@@ -92,8 +92,8 @@ func (c *Conn) EndReason() string {
 	return ""
 }
 
-// RTT is the client's round-trip time: the kernel's estimate for TCP
-// connections, else the smoothed PUBLISH->PUBACK time (which includes the
+// RTT is the client's round-trip time: the kernel's (its minimum, see
+// tcpinfo.RTT) for TCP connections, else the smoothed PUBLISH->PUBACK time (which includes the
 // client's processing). source is "tcp_info", "puback" or "" when unknown.
 func (c *Conn) RTT() (rtt time.Duration, source string) {
 	if d, ok := tcpinfo.RTT(c.nc); ok {
