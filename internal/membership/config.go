@@ -118,6 +118,10 @@ type Config struct {
 	SecretKey []byte
 	// EventBuffer bounds Events (default 256).
 	EventBuffer int
+	// KnownFile, if set, is where the members this node has seen are
+	// remembered (see LoadKnown), so that it can rejoin them after a
+	// restart whatever its join list.
+	KnownFile string
 	// Logger receives Serf's and memberlist's logs (default: discarded).
 	Logger *slog.Logger
 }

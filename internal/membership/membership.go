@@ -85,6 +85,7 @@ type Membership struct {
 	stop   chan struct{}
 	done   chan struct{}
 	logger *slog.Logger
+	known  *known // nil without Config.KnownFile; used by the pump alone
 
 	dropped atomic.Uint64
 	resync  atomic.Bool // set when an event was dropped; cleared by EventResync
@@ -127,6 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		done:   make(chan struct{}),
 		logger: logger,
 	}
+	if cfg.KnownFile != "" {
+		m.known = newKnown(cfg.KnownFile, cfg.NodeID, logger)
+	}
 	go m.pump(serfEvents)
 	if len(cfg.Join) > 0 {
 		if err := m.join(ctx, cfg.Join); err != nil {
@@ -144,15 +148,24 @@ const (
 	joinBackoffMax = 5 * time.Second
 )
 
-// join retries serf's join with backoff until one address answered.
+// join retries serf's join with backoff until one address answered. The
+// first failure is a warning; the retries, which may go on for as long as
+// the other nodes are away, are logged at debug level.
 func (m *Membership) join(ctx context.Context, addrs []string) error {
 	backoff := joinBackoffMin
-	for {
+	for attempt := 1; ; attempt++ {
 		n, err := m.serf.Join(addrs, true)
 		if n > 0 {
+			if attempt > 1 {
+				m.logger.Info("membership: joined", "attempts", attempt)
+			}
 			return nil
 		}
-		m.logger.Warn("membership: join failed, retrying", "addrs", addrs, "err", err, "retry_in", backoff)
+		lv := slog.LevelDebug
+		if attempt == 1 {
+			lv = slog.LevelWarn
+		}
+		m.logger.Log(ctx, lv, "membership: join failed; retrying until one of the addresses answers", "addrs", addrs, "err", err, "retry_in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -185,6 +198,9 @@ func (m *Membership) pump(in <-chan serf.Event) {
 			for _, sm := range me.Members {
 				e := Event{Type: typ, Member: m.member(sm)}
 				m.logEvent(e)
+				if m.known != nil {
+					m.known.note(e)
+				}
 				m.emit(e)
 			}
 		}

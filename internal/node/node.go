@@ -86,6 +86,7 @@ type Node struct {
 	store    *store.Store // nil when Ephemeral
 	broker   *broker.Broker
 	cluster  *clusterParts
+	peering  peering // rejoin.go
 	security *security
 	reloadMu sync.Mutex // one Reload at a time
 	drain    drainState // drain.go
@@ -352,17 +353,24 @@ func (n *Node) Status() adminapi.Status {
 	}
 }
 
-// Ready implements adminapi.Node.
+// Ready implements adminapi.Node: the node serves clients, is not
+// draining, and, in a cluster, is not cut off from the other nodes
+// (clusterReady).
 func (n *Node) Ready() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	switch {
 	case n.mu.shutdown:
+		n.mu.Unlock()
 		return errors.New("shutting down")
 	case !n.mu.ready:
+		n.mu.Unlock()
 		return errors.New("starting")
 	}
-	return n.drain.readyErr()
+	n.mu.Unlock()
+	if err := n.drain.readyErr(); err != nil {
+		return err
+	}
+	return n.clusterReady()
 }
 
 // Shutdown stops the node gracefully: stop accepting, tell the cluster the
