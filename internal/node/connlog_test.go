@@ -101,3 +101,18 @@ func TestFailedLoginsLoggedRateLimited(t *testing.T) {
 		t.Fatal("a password reached the log")
 	}
 }
+
+// TestSingleNodeLogIsQuiet: a node running alone elects itself leader of
+// its metadata group without Raft's narration reaching an info-level log
+// (it used to log "heartbeat timeout reached, starting election" at warn).
+func TestSingleNodeLogIsQuiet(t *testing.T) {
+	log, buf := logTo()
+	n := brokertest.StartLogged(t, brokertest.Config(t), nil, log)
+	brokertest.Eventually(t, 10*time.Second, func() bool { return n.Cluster(t.Context()).IsLeader }, "the node leads its metadata group")
+	n.Stop()
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(l, "component=raft") || strings.Contains(l, "election") {
+			t.Errorf("Raft's narration in an info-level log: %s", l)
+		}
+	}
+}
