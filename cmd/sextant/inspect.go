@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/adminapi/client"
 )
 
 // inspectTimeout bounds one listing command.
@@ -32,33 +33,29 @@ type ClientsListCmd struct {
 }
 
 func (c *ClientsListCmd) Run(e *env) error {
-	ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-	defer cancel()
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	if c.Sessions {
-		ss, err := cl.Sessions(ctx)
+	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		if c.Sessions {
+			ss, err := cl.Sessions(ctx)
+			if err != nil || c.JSON {
+				return printJSONOr(e, ss, err)
+			}
+			fmt.Fprintln(tw, "CLIENT\tONLINE\tPROTOCOL\tEXPIRY S\tSUBS\tQUEUED\tINFLIGHT\tSPILLED")
+			for _, s := range ss {
+				fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%d\t%d\t%d\t%d\n", s.ID, s.Online, s.Protocol, s.SessionExpiry, s.Subscriptions, s.Queued, s.Inflight, s.Spilled)
+			}
+			return flushEmpty(tw, e.stdout, len(ss), "no sessions")
+		}
+		cs, err := cl.Clients(ctx)
 		if err != nil || c.JSON {
-			return printJSONOr(e, ss, err)
+			return printJSONOr(e, cs, err)
 		}
-		fmt.Fprintln(tw, "CLIENT\tONLINE\tPROTOCOL\tEXPIRY S\tSUBS\tQUEUED\tINFLIGHT\tSPILLED")
-		for _, s := range ss {
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%d\t%d\t%d\t%d\n", s.ID, s.Online, s.Protocol, s.SessionExpiry, s.Subscriptions, s.Queued, s.Inflight, s.Spilled)
+		fmt.Fprintln(tw, "CLIENT\tREMOTE\tPROTOCOL\tSUBS\tPERSISTENT\tRTT MS")
+		for _, ci := range cs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", ci.ID, ci.Remote, ci.Protocol, ci.Subscriptions, ci.Persistent, rtt(ci.RTTms))
 		}
-		return flushEmpty(tw, e.stdout, len(ss), "no sessions")
-	}
-	cs, err := cl.Clients(ctx)
-	if err != nil || c.JSON {
-		return printJSONOr(e, cs, err)
-	}
-	fmt.Fprintln(tw, "CLIENT\tREMOTE\tPROTOCOL\tSUBS\tPERSISTENT\tRTT MS")
-	for _, ci := range cs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", ci.ID, ci.Remote, ci.Protocol, ci.Subscriptions, ci.Persistent, rtt(ci.RTTms))
-	}
-	return flushEmpty(tw, e.stdout, len(cs), "no clients connected")
+		return flushEmpty(tw, e.stdout, len(cs), "no clients connected")
+	})
 }
 
 // ClientsShowCmd shows one client.
@@ -69,35 +66,31 @@ type ClientsShowCmd struct {
 }
 
 func (c *ClientsShowCmd) Run(e *env) error {
-	ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-	defer cancel()
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	d, err := cl.Client(ctx, c.ID)
-	if err != nil || c.JSON {
-		return printJSONOr(e, d, err)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("client", d.ID)
-	if d.Online {
-		row("connected from", d.Remote)
-		row("user", dash(d.User))
-		row("rtt ms", rtt(d.RTTms))
-	} else {
-		row("connected", "no (the session waits for its client)")
-	}
-	row("protocol", d.Protocol)
-	row("session expiry", fmt.Sprintf("%d s", d.SessionExpiry))
-	row("messages", fmt.Sprintf("%d queued, %d in flight, %d on disk", d.Queued, d.Inflight, d.Spilled))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(e.stdout)
-	printSubscriptions(e.stdout, d.Subscriptions, false)
-	return nil
+	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
+		d, err := cl.Client(ctx, c.ID)
+		if err != nil || c.JSON {
+			return printJSONOr(e, d, err)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+		row("client", d.ID)
+		if d.Online {
+			row("connected from", d.Remote)
+			row("user", dash(d.User))
+			row("rtt ms", rtt(d.RTTms))
+		} else {
+			row("connected", "no (the session waits for its client)")
+		}
+		row("protocol", d.Protocol)
+		row("session expiry", fmt.Sprintf("%d s", d.SessionExpiry))
+		row("messages", fmt.Sprintf("%d queued, %d in flight, %d on disk", d.Queued, d.Inflight, d.Spilled))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout)
+		printSubscriptions(e.stdout, d.Subscriptions, false)
+		return nil
+	})
 }
 
 // ClientsKickCmd disconnects a client.
@@ -108,21 +101,17 @@ type ClientsKickCmd struct {
 }
 
 func (c *ClientsKickCmd) Run(e *env) error {
-	ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-	defer cancel()
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	if _, err := cl.Kick(ctx, c.ID, c.Discard); err != nil {
-		return err
-	}
-	if c.Discard {
-		fmt.Fprintf(e.stdout, "client %s disconnected and its session ended\n", c.ID)
-	} else {
-		fmt.Fprintf(e.stdout, "client %s disconnected\n", c.ID)
-	}
-	return nil
+	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
+		if _, err := cl.Kick(ctx, c.ID, c.Discard); err != nil {
+			return err
+		}
+		if c.Discard {
+			fmt.Fprintf(e.stdout, "client %s disconnected and its session ended\n", c.ID)
+		} else {
+			fmt.Fprintf(e.stdout, "client %s disconnected\n", c.ID)
+		}
+		return nil
+	})
 }
 
 // TopicsCmd lists a node's topics (its default), retained messages and
@@ -142,26 +131,22 @@ type TopicsListCmd struct {
 }
 
 func (c *TopicsListCmd) Run(e *env) error {
-	ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-	defer cancel()
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	ts, err := cl.Topics(ctx, c.Filter, c.Limit)
-	if err != nil || c.JSON {
-		return printJSONOr(e, ts, err)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tMODE\tRETAINED\tLOCAL SUBS\tREMOTE NODES")
-	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", t.Topic, t.Mode, t.Retained, t.Subscriptions, dash(strings.Join(t.RemoteNodes, ",")))
-	}
-	if err := flushEmpty(tw, e.stdout, len(ts), "no topics"); err != nil {
-		return err
-	}
-	limitNote(e.stdout, len(ts), c.Limit)
-	return nil
+	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
+		ts, err := cl.Topics(ctx, c.Filter, c.Limit)
+		if err != nil || c.JSON {
+			return printJSONOr(e, ts, err)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tMODE\tRETAINED\tLOCAL SUBS\tREMOTE NODES")
+		for _, t := range ts {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", t.Topic, t.Mode, t.Retained, t.Subscriptions, dash(strings.Join(t.RemoteNodes, ",")))
+		}
+		if err := flushEmpty(tw, e.stdout, len(ts), "no topics"); err != nil {
+			return err
+		}
+		limitNote(e.stdout, len(ts), c.Limit)
+		return nil
+	})
 }
 
 // TopicsRetainedCmd lists retained messages.
@@ -176,33 +161,29 @@ type TopicsRetainedCmd struct {
 const payloadWidth = 60
 
 func (c *TopicsRetainedCmd) Run(e *env) error {
-	ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-	defer cancel()
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	rs, err := cl.Retained(ctx, c.Filter, c.Limit)
-	if err != nil || c.JSON {
-		return printJSONOr(e, rs, err)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tQOS\tBYTES\tPAYLOAD")
-	for _, r := range rs {
-		p := strconv.Quote(r.Payload)
-		if r.PayloadBase64 != "" {
-			p = "base64:" + r.PayloadBase64
+	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
+		rs, err := cl.Retained(ctx, c.Filter, c.Limit)
+		if err != nil || c.JSON {
+			return printJSONOr(e, rs, err)
 		}
-		if len(p) > payloadWidth {
-			p = p[:payloadWidth-3] + "..."
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tQOS\tBYTES\tPAYLOAD")
+		for _, r := range rs {
+			p := strconv.Quote(r.Payload)
+			if r.PayloadBase64 != "" {
+				p = "base64:" + r.PayloadBase64
+			}
+			if len(p) > payloadWidth {
+				p = p[:payloadWidth-3] + "..."
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Topic, r.QoS, r.Bytes, p)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Topic, r.QoS, r.Bytes, p)
-	}
-	if err := flushEmpty(tw, e.stdout, len(rs), "no retained messages"); err != nil {
-		return err
-	}
-	limitNote(e.stdout, len(rs), c.Limit)
-	return nil
+		if err := flushEmpty(tw, e.stdout, len(rs), "no retained messages"); err != nil {
+			return err
+		}
+		limitNote(e.stdout, len(rs), c.Limit)
+		return nil
+	})
 }
 
 // TopicsSubscriptionsCmd lists subscriptions.
@@ -213,18 +194,14 @@ type TopicsSubscriptionsCmd struct {
 }
 
 func (c *TopicsSubscriptionsCmd) Run(e *env) error {
-	ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-	defer cancel()
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	ss, err := cl.Subscriptions(ctx, c.Client)
-	if err != nil || c.JSON {
-		return printJSONOr(e, ss, err)
-	}
-	printSubscriptions(e.stdout, ss, true)
-	return nil
+	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
+		ss, err := cl.Subscriptions(ctx, c.Client)
+		if err != nil || c.JSON {
+			return printJSONOr(e, ss, err)
+		}
+		printSubscriptions(e.stdout, ss, true)
+		return nil
+	})
 }
 
 func printSubscriptions(w io.Writer, ss []adminapi.SubscriptionInfo, withClient bool) {

@@ -40,6 +40,18 @@ func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
 	return client.New(a.Admin, a.Token, opts...), nil
 }
 
+// call runs fn with a client of the admin API, within d (and the
+// command's context).
+func (a AdminFlags) call(e *env, d time.Duration, fn func(ctx context.Context, cl *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(e.ctx, d)
+	defer cancel()
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	return fn(ctx, cl)
+}
+
 // NodesCmd lists the cluster's nodes (its default) and removes a node that
 // is gone.
 type NodesCmd struct {

@@ -220,4 +220,3 @@ func printYAML(e *env, v any) error {
 	defer enc.Close()
 	return enc.Encode(generic)
 }
-

@@ -1,35 +1,16 @@
 package cluster
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/logging/logtest"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/memnet"
 )
-
-// logBuffer is a log destination the test reads while the layer writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestLinkUpAndDownAreLoggedOnce: a node logs its link to another node
 // coming up and going down once each; while the other node stays away, the
@@ -38,8 +19,7 @@ func TestLinkUpAndDownAreLoggedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Options{DefaultRTT: time.Millisecond})
 		defer nw.Close()
-		var out logBuffer
-		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log, out := logtest.New(slog.LevelInfo)
 		ms := []membership.Member{
 			{ID: "a", State: membership.StateAlive, Labels: membership.Labels{Tier: membership.TierEdge, PeerAddr: "10.0.0.1:7950"}},
 			{ID: "b", State: membership.StateAlive, Labels: membership.Labels{Tier: membership.TierEdge, PeerAddr: "10.0.0.2:7950"}},

@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sextantmq/sextant/internal/atomicfile"
 )
 
 // KnownMember is another member this node has seen, as remembered in its
@@ -104,7 +105,7 @@ func (k *known) note(e Event) {
 	}
 }
 
-// save writes the file atomically: a crash leaves the old or the new one.
+// save writes the file whole: a crash leaves the old or the new one.
 func (k *known) save() error {
 	f := knownFileFormat{Version: 1, Members: make([]KnownMember, 0, len(k.members))}
 	for id, addr := range k.members {
@@ -115,21 +116,5 @@ func (k *known) save() error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(k.path), ".members-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), k.path)
+	return atomicfile.Write(k.path, append(b, '\n'), 0o600)
 }

@@ -1,17 +1,16 @@
 package membership
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/logging/logtest"
 	"github.com/sextantmq/sextant/internal/memnet"
 )
 
@@ -283,25 +282,6 @@ func TestGossipKey(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log destination that the test reads while the member
-// writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestMemberChangesAreLoggedOnce: a node logs each other member's join,
 // leave and failure once, at info (warn for a failure), and the gossip
 // library's own narration of them stays out of an info-level log.
@@ -310,8 +290,7 @@ func TestMemberChangesAreLoggedOnce(t *testing.T) {
 		settle(t)
 		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
 		defer nw.Close()
-		var out syncBuffer
-		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log, out := logtest.New(slog.LevelInfo)
 		n1, err := startNode(t, nw, "10.0.0.1", Config{NodeID: "n1", Tags: labelsFor(1), Logger: log})
 		if err != nil {
 			t.Fatal(err)

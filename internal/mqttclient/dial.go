@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // Endpoint is a broker address: a transport and where to reach it.
@@ -159,21 +160,6 @@ const probeTimeout = 2 * time.Second
 // failed MQTT handshake, it tells a user who gave an HTTP port why (an HTTP
 // server waits for a request line and never answers a CONNECT).
 func speaksHTTP(ctx context.Context, hostport string) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", hostport)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	if _, err := io.WriteString(conn, "HEAD / HTTP/1.0\r\n\r\n"); err != nil {
-		return false
-	}
-	var head [5]byte
-	_, err = io.ReadFull(conn, head[:])
-	return err == nil && string(head[:]) == "HTTP/"
+	head, err := netx.Probe(context.WithoutCancel(ctx), hostport, probeTimeout, []byte("HEAD / HTTP/1.0\r\n\r\n"), 5)
+	return err == nil && string(head) == "HTTP/"
 }

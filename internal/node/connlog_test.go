@@ -8,17 +8,15 @@ import (
 
 	"github.com/sextantmq/sextant/internal/brokertest"
 	"github.com/sextantmq/sextant/internal/clock/clocktest"
+	"github.com/sextantmq/sextant/internal/logging/logtest"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
 // logTo returns a logger at info level writing to a buffer the test reads.
-func logTo() (*slog.Logger, *brokertest.LockedBuffer) {
-	var buf brokertest.LockedBuffer
-	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), &buf
-}
+func logTo() (*slog.Logger, *logtest.Buffer) { return logtest.New(slog.LevelInfo) }
 
 // waitLogLine waits for a line of buf containing every part, and returns it.
-func waitLogLine(t *testing.T, buf *brokertest.LockedBuffer, parts ...string) string {
+func waitLogLine(t *testing.T, buf *logtest.Buffer, parts ...string) string {
 	t.Helper()
 	var found string
 	brokertest.Eventually(t, 5*time.Second, func() bool {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,36 +34,11 @@ func TestSeedNodeRestartRejoins(t *testing.T) {
 		t.Skip("restarts sextant processes")
 	}
 	bin := brokertest.BuildSextant(t)
-	data := t.TempDir()
 	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
-	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
-	var procs []*serveProc
-	for i, ip := range ips {
-		id := fmt.Sprintf("n%d", i+1)
-		args := []string{"--node-id", id, "--data-dir", filepath.Join(data, id), "--cluster-addr", ip + ":" + clusterPort,
-			"--mqtt-addr", ip + ":" + mqttPort, "--ws-addr", "", "--admin-addr", ip + ":" + adminPort, "--log-format", "text"}
-		if i > 0 {
-			args = append(args, "--join", ips[0]+":"+clusterPort) // as the script does
-		}
-		p := &serveProc{t: t, bin: bin, id: id, ip: ip, args: args, log: filepath.Join(data, id+".log")}
-		procs = append(procs, p)
-		p.start()
-	}
+	ips := processIPs
+	procs := startThreeProcs(t, bin, mqttPort, clusterPort, adminPort, nil,
+		func(int) []string { return []string{ips[0] + ":" + clusterPort} }) // as scripts/three-nodes.sh does
 	n1, n2, n3 := procs[0], procs[1], procs[2]
-	t.Cleanup(func() {
-		for _, p := range procs {
-			if p.cmd != nil && p.cmd.Process != nil {
-				_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			}
-			p.kill()
-		}
-		if t.Failed() {
-			for _, p := range procs {
-				b, _ := os.ReadFile(p.log)
-				t.Logf("%s log:\n%s", p.id, b)
-			}
-		}
-	})
 	admin := func(ip string) string { return "http://" + ip + ":" + adminPort }
 	admins := []string{admin(ips[0]), admin(ips[1]), admin(ips[2])}
 	mqtt := func(p *serveProc) string { return p.ip + ":" + mqttPort }
