@@ -282,66 +282,20 @@ func TestGossipKey(t *testing.T) {
 	})
 }
 
-// TestMemberChangesAreLoggedOnce: a node logs each other member's join,
-// leave and failure once, at info (warn for a failure), and the gossip
-// library's own narration of them stays out of an info-level log.
-func TestMemberChangesAreLoggedOnce(t *testing.T) {
+// TestMemberChangesAreLoggedAndRemembered: a node logs each other member's
+// join, leave and failure once, at info (warn for a failure), with the
+// gossip library's own narration of them kept out of an info-level log;
+// and with a known-members file it records every other member it sees,
+// keeps those that leave or fail (they may come back), forgets those
+// removed, and a later run starts from the file.
+func TestMemberChangesAreLoggedAndRemembered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		settle(t)
 		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
 		defer nw.Close()
 		log, out := logtest.New(slog.LevelInfo)
-		n1, err := startNode(t, nw, "10.0.0.1", Config{NodeID: "n1", Tags: labelsFor(1), Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n2 := node(t, nw, "n2", "10.0.0.2", labelsFor(2), LAN, "10.0.0.1:7946")
-		n3 := node(t, nw, "n3", "10.0.0.3", labelsFor(3), LAN, "10.0.0.1:7946")
-		waitFor(t, 30*time.Second, "n1 sees three members", func() bool { return len(n1.Members()) == 3 })
-
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := n3.Leave(ctx); err != nil {
-			t.Fatal(err)
-		}
-		_ = n3.Shutdown()
-		nextEvent(t, n1, 10*time.Second, func(e Event) bool { return e.Type == EventLeave && e.Member.ID == "n3" })
-		nw.Isolate("10.0.0.2")
-		nextEvent(t, n1, time.Minute, func(e Event) bool { return e.Type == EventFail && e.Member.ID == "n2" })
-		_ = n2.Shutdown()
-
-		logged := out.String()
-		for _, want := range []string{
-			`level=INFO msg="cluster member joined" member=n2 addr=10.0.0.2:7946`,
-			`level=INFO msg="cluster member joined" member=n3 addr=10.0.0.3:7946`,
-			`level=INFO msg="cluster member left" member=n3 addr=10.0.0.3:7946`,
-			`level=WARN msg="cluster member failed: it stopped answering gossip probes" member=n2 addr=10.0.0.2:7946`,
-		} {
-			if n := strings.Count(logged, want); n != 1 {
-				t.Errorf("%d lines with %s; want 1", n, want)
-			}
-		}
-		for _, chatter := range []string{"EventMember", "Suspect", "Marking", "member=n1"} {
-			if strings.Contains(logged, chatter) {
-				t.Errorf("the log has %q:\n%s", chatter, logged)
-			}
-		}
-		if t.Failed() {
-			t.Logf("log:\n%s", logged)
-		}
-	})
-}
-
-// TestKnownMembersAreRemembered: a node with a known-members file records
-// every other member it sees, keeps those that leave or fail (they may come
-// back), forgets those removed, and a later run starts from the file.
-func TestKnownMembersAreRemembered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		settle(t)
-		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
-		defer nw.Close()
 		path := filepath.Join(t.TempDir(), "members.json")
-		n1, err := startNode(t, nw, "10.0.0.1", Config{NodeID: "n1", Tags: labelsFor(1), KnownFile: path})
+		n1, err := startNode(t, nw, "10.0.0.1", Config{NodeID: "n1", Tags: labelsFor(1), Logger: log, KnownFile: path})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,7 +313,7 @@ func TestKnownMembersAreRemembered(t *testing.T) {
 			return strings.Join(s, " ")
 		}
 		waitFor(t, 30*time.Second, "n2 and n3 remembered", func() bool {
-			return remembered() == "n2@10.0.0.2:7946 n3@10.0.0.3:7946"
+			return len(n1.Members()) == 3 && remembered() == "n2@10.0.0.2:7946 n3@10.0.0.3:7946"
 		})
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -383,6 +337,27 @@ func TestKnownMembersAreRemembered(t *testing.T) {
 		}
 		_ = n2.Shutdown()
 		_ = n1.Shutdown()
+
+		logged := out.String()
+		for _, want := range []string{
+			`level=INFO msg="cluster member joined" member=n2 addr=10.0.0.2:7946`,
+			`level=INFO msg="cluster member joined" member=n3 addr=10.0.0.3:7946`,
+			`level=INFO msg="cluster member left" member=n3 addr=10.0.0.3:7946`,
+			`level=WARN msg="cluster member failed: it stopped answering gossip probes" member=n2 addr=10.0.0.2:7946`,
+			`level=INFO msg="cluster member forgotten: gone long enough, or removed by an operator" member=n2`,
+		} {
+			if n := strings.Count(logged, want); n != 1 {
+				t.Errorf("%d lines with %s; want 1", n, want)
+			}
+		}
+		for _, chatter := range []string{"EventMember", "Suspect", "Marking", "member=n1"} {
+			if strings.Contains(logged, chatter) {
+				t.Errorf("the log has %q", chatter)
+			}
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", logged)
+		}
 
 		// The next run starts from the file: an event about another member
 		// adds to it, not replaces it.
