@@ -67,6 +67,15 @@ func TestClientsAndTopicsCommands(t *testing.T) {
 		t.Fatalf("a bad filter: %d %q", code, errOut)
 	}
 
+	// sextant nodes remove (and its older name, node remove) reach DELETE
+	// /v1/nodes/{id}: a node running alone refuses.
+	for _, args := range [][]string{{"nodes", "remove", "ghost"}, {"node", "remove", "ghost"}} {
+		code, _, errOut = runCLI(t, append(args, "--admin", admin)...)
+		if code == 0 || !strings.Contains(errOut, "HTTP 409") || !strings.Contains(errOut, "runs alone") {
+			t.Fatalf("%v: %d %q", args, code, errOut)
+		}
+	}
+
 	code, out, _ = runCLI(t, "clients", "kick", "drone-1", "--admin", admin)
 	if code != 0 || !strings.Contains(out, "drone-1 disconnected") {
 		t.Fatalf("clients kick: %d %q", code, out)

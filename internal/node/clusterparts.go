@@ -174,6 +174,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if len(remembered) > 0 {
 		n.rejoinGossip(cp, joinVia)
 	}
+	n.healGossip(cp, remembered)
 
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the

@@ -100,6 +100,7 @@ func TestClusterMetrics(t *testing.T) {
 		if v, ok := gauge(t, reg, "sextant_build_info"); !ok || v != 1 {
 			t.Errorf("%s: sextant_build_info %v %v", n.Cfg.NodeID, v, ok)
 		}
+		brokertest.Eventually(t, 30*time.Second, func() bool { v, _ := gauge(t, reg, "sextant_node_ready"); return v == 1 }, "sextant_node_ready 1")
 		leader, _ := gauge(t, reg, "sextant_meta_leader")
 		last, ok := gauge(t, reg, "sextant_meta_last_contact_seconds")
 		switch {

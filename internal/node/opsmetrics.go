@@ -28,6 +28,9 @@ func (n *Node) registerOpsMetrics() {
 		}
 		return 0
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sextant_node_ready", Help: "1 while /readyz answers ready: serving, not draining, and not cut off from the other nodes of its cluster.",
+	}, func() float64 { return b2f(n.Ready() == nil) }))
 	cp := n.cluster
 	if cp == nil || cp.meta == nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/membership"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // rejoinReadTimeout bounds reading the metadata group's members to rejoin.
@@ -85,6 +86,42 @@ func (n *Node) rejoinGossip(cp *clusterParts, addrs []string) {
 		}
 		n.peering.joined.Store(true)
 		n.log.Info("rejoined the cluster")
+	})
+}
+
+// healInterval is how often a node checks that gossip knows every node it
+// should (healGossip).
+const healInterval = 10 * time.Second
+
+// healGossip makes sure gossip has not formed in parts: a node's join list
+// may answer only in part (a node listed there was starting, or down), and
+// gossip then holds two groups that never hear of each other. Every
+// healInterval, the node contacts the addresses it knows of (its join
+// list, the members it remembered at start, the metadata group's members)
+// that gossip does not list at all, once each time; a member gossip lists,
+// even as failed, is left to gossip's own reconnection.
+func (n *Node) healGossip(cp *clusterParts, known []string) {
+	n.group.Go(func(ctx context.Context) {
+		run.Every(ctx, n.clock, healInterval, healInterval, func(ctx context.Context) {
+			addrs := union(slices.Clone(n.cfg.Join), known)
+			rctx, cancel := context.WithTimeout(ctx, rejoinReadTimeout)
+			servers, _ := cp.meta.Servers(rctx)
+			cancel()
+			for _, s := range servers {
+				addrs = union(addrs, []string{s.Addr})
+			}
+			listed := map[string]bool{n.cfg.ClusterAddr: true}
+			for _, m := range cp.membership.Members() {
+				listed[m.Addr] = true
+			}
+			addrs = slices.DeleteFunc(addrs, func(a string) bool { return a == "" || listed[a] })
+			if len(addrs) == 0 {
+				return
+			}
+			if k, _ := cp.membership.TryJoin(addrs); k > 0 {
+				n.log.Info("joined nodes gossip did not know of", "addrs", addrs, "answered", k)
+			}
+		})
 	})
 }
 

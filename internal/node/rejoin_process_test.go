@@ -182,3 +182,32 @@ func deliverAcross(ctx context.Context, subAddr, pubAddr, topic string) error {
 		}
 	}
 }
+
+// TestGossipFormedInPartsHeals: n2 and n3, whose join lists name n1 and
+// each other, start before n1 and find each other only; n1 then
+// bootstraps the cluster alone, and n2 and n3 join its metadata group
+// through it. Gossip is in two parts that never hear of each other, unless
+// the nodes contact the members they know of and gossip does not list: then
+// all three list each other within a few healing rounds.
+func TestGossipFormedInPartsHeals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sextant processes")
+	}
+	bin := brokertest.BuildSextant(t)
+	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
+	ips := processIPs
+	procs := threeProcs(t, bin, mqttPort, clusterPort, adminPort, nil,
+		func(i int) []string { return []string{ips[0] + ":" + clusterPort, ips[3-i] + ":" + clusterPort} })
+	admin := func(p *serveProc) string { return "http://" + p.ip + ":" + adminPort }
+	n1, n2, n3 := procs[0], procs[1], procs[2]
+	n2.start()
+	n3.start()
+	brokertest.Eventually(t, time.Minute, func() bool { return aliveEverywhere([]string{admin(n2), admin(n3)}, 2) }, "n2 and n3 found each other")
+	n1.start()
+	brokertest.Eventually(t, 3*healInterval, func() bool {
+		return aliveEverywhere([]string{admin(n1), admin(n2), admin(n3)}, 3)
+	}, "the two parts of gossip joined")
+}
+
+// healInterval is node's period of checking gossip for missing nodes.
+const healInterval = 10 * time.Second

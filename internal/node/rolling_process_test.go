@@ -70,6 +70,17 @@ var processIPs = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
 // logs printed if it failed.
 func startThreeProcs(t *testing.T, bin, mqttPort, clusterPort, adminPort string, extra []string, join func(i int) []string) []*serveProc {
 	t.Helper()
+	procs := threeProcs(t, bin, mqttPort, clusterPort, adminPort, extra, join)
+	for _, p := range procs {
+		p.start()
+	}
+	return procs
+}
+
+// threeProcs is startThreeProcs without the start: the test starts them
+// in the order it needs.
+func threeProcs(t *testing.T, bin, mqttPort, clusterPort, adminPort string, extra []string, join func(i int) []string) []*serveProc {
+	t.Helper()
 	data := t.TempDir()
 	var procs []*serveProc
 	for i, ip := range processIPs {
@@ -79,9 +90,7 @@ func startThreeProcs(t *testing.T, bin, mqttPort, clusterPort, adminPort string,
 		if i > 0 {
 			args = append(args, "--join", strings.Join(join(i), ","))
 		}
-		p := &serveProc{t: t, bin: bin, id: id, ip: ip, args: args, log: filepath.Join(data, id+".log")}
-		procs = append(procs, p)
-		p.start()
+		procs = append(procs, &serveProc{t: t, bin: bin, id: id, ip: ip, args: args, log: filepath.Join(data, id+".log")})
 	}
 	t.Cleanup(func() {
 		for _, p := range procs {
