@@ -110,7 +110,9 @@ func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
 // tableString describes the dedup table in position order.
 func tableString(tb *table) string {
 	var b strings.Builder
-	tb.entries(func(k dedupKey, e dedupEntry) { fmt.Fprintf(&b, "%s/%d:%d@%d#%d ", k.client, k.pid, e.nonce, e.seq, e.index) })
+	tb.entries(func(k dedupKey, e dedupEntry) {
+		fmt.Fprintf(&b, "%s/%d:%d@%d#%d ", k.client, k.pid, e.nonce, e.seq, e.index)
+	})
 	return b.String()
 }
 

@@ -165,7 +165,7 @@ func (s *Sequencer) Applied() uint64 { return s.applied.Load() }
 // unit is the publishes staged for one topic-log batch.
 type unit struct {
 	recs  []topiclog.Entry
-	refs  []staged  // one per record
+	refs  []staged // one per record
 	dups  []intraDup
 	intra map[dedupKey]int // key -> its newest record in recs
 	buf   []byte           // the records' envelopes
