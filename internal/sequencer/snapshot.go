@@ -52,22 +52,26 @@ func (s *Sequencer) Snapshot() (replication.Snapshot, error) {
 
 // Persist writes the snapshot; it runs concurrently with Apply.
 func (sn *snapshot) Persist(w io.Writer) error {
-	hdr := append(snapMagic[:], snapVersion)
-	hdr = binary.LittleEndian.AppendUint64(hdr, sn.applied)
-	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(sn.table)))
-	if _, err := w.Write(hdr); err != nil {
-		return fmt.Errorf("sequencer: write snapshot: %w", err)
-	}
-	if _, err := w.Write(sn.table); err != nil {
-		return fmt.Errorf("sequencer: write snapshot: %w", err)
-	}
-	if _, err := w.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(sn.table, castagnoli))); err != nil {
+	if err := sn.writeHeader(w); err != nil {
 		return fmt.Errorf("sequencer: write snapshot: %w", err)
 	}
 	if _, err := sn.log.WriteTo(w); err != nil {
 		return fmt.Errorf("sequencer: write snapshot: %w", err)
 	}
 	return nil
+}
+
+// writeHeader writes everything before the log's stream.
+func (sn *snapshot) writeHeader(w io.Writer) error {
+	b := make([]byte, 0, snapHeaderLen+len(sn.table)+4)
+	b = append(b, snapMagic[:]...)
+	b = append(b, snapVersion)
+	b = binary.LittleEndian.AppendUint64(b, sn.applied)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(sn.table)))
+	b = append(b, sn.table...)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(sn.table, castagnoli))
+	_, err := w.Write(b)
+	return err
 }
 
 // Release lets the snapshot's log files go.
