@@ -71,7 +71,7 @@ func TestRefusedEntries(t *testing.T) {
 		{Index: 2, Time: t0, Cmd: []byte("garbage")},
 		{Index: 3, Time: t0, Cmd: nil},
 		{Index: 4, Time: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), Cmd: good.Cmd}, // beyond the log's time range
-		{Index: 5, Time: t0, Cmd: append([]byte{2}, good.Cmd[1:]...)},                 // another version
+		{Index: 5, Time: t0, Cmd: append([]byte{2}, good.Cmd[1:]...)},                // another version
 	}
 	res := apply(t, s, append([]replication.Entry{good}, bad...)...)
 	for i, r := range res[1:] {
