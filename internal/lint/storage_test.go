@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,4 +46,38 @@ func isStorage(dir string) bool {
 		}
 	}
 	return false
+}
+
+// stateMachines sit between the storage layers and the network: they may
+// import the topic log and, for the state-machine seam's types, the
+// replication package, but not the Raft library, the network or the
+// packages that drive them.
+var stateMachines = []string{
+	"internal/sequencer",
+}
+
+var forbiddenInStateMachines = []string{
+	"net",
+	"github.com/hashicorp/raft",
+	"github.com/hashicorp/raft-wal",
+	"github.com/sextantmq/sextant/internal/broker",
+	"github.com/sextantmq/sextant/internal/cluster",
+	"github.com/sextantmq/sextant/internal/peer",
+	"github.com/sextantmq/sextant/internal/delivery",
+	"github.com/sextantmq/sextant/internal/node",
+}
+
+func TestStateMachinesStayBelowTheNetwork(t *testing.T) {
+	for _, f := range loadFiles(t) {
+		if f.test || !slices.Contains(stateMachines, f.dir) {
+			continue
+		}
+		for _, p := range imports(f.ast) {
+			for _, bad := range forbiddenInStateMachines {
+				if p == bad || strings.HasPrefix(p, bad+"/") {
+					t.Errorf("%s imports %q: a state machine must not reach the network, Raft or its users", f.rel, p)
+				}
+			}
+		}
+	}
 }

@@ -174,7 +174,11 @@ func appendKey(dst []byte, k Key) []byte {
 // DecodeCommand decodes and validates a command. The publishes' topics,
 // client ids and messages are copies (the command's bytes are not kept).
 // Errors wrap ErrInvalid.
-func DecodeCommand(b []byte) (Command, error) {
+func DecodeCommand(b []byte) (Command, error) { return decodeCommand(b, true) }
+
+// decodeCommand decodes a command; without copy its messages alias b (Apply
+// copies them into the log's batch and keeps nothing).
+func decodeCommand(b []byte, copyBytes bool) (Command, error) {
 	d := wire.NewDecoder(b)
 	if v := d.Byte(); v != CommandVersion && !d.Failed() {
 		return Command{}, fmt.Errorf("%w: command version %d, want %d", ErrInvalid, v, CommandVersion)
@@ -204,7 +208,11 @@ func DecodeCommand(b []byte) (Command, error) {
 					d.Fail()
 				}
 			}
-			p.Message = d.BytesCopy()
+			if copyBytes {
+				p.Message = d.BytesCopy()
+			} else {
+				p.Message = d.Bytes()
+			}
 		}
 	case KindRetention:
 		c.Retention.MaxRecordsPerTopic = d.Uvarint()

@@ -200,7 +200,7 @@ func (s *Sequencer) Apply(entries []replication.Entry) ([]Result, error) {
 	results := make([]Result, len(entries))
 	for i := range entries {
 		e := &entries[i]
-		cmd, err := DecodeCommand(e.Cmd)
+		cmd, err := decodeCommand(e.Cmd, false)
 		if err == nil && !timeStorable(e.Time) {
 			err = fmt.Errorf("%w: entry time %v outside what the log stores", ErrInvalid, e.Time)
 		}
