@@ -345,3 +345,76 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSingleReplica runs the sequencer under replication.Single (replicas
+// 1): pipelined publishers share topic-log batches (BatchEntries, one
+// fsync per batch), and after a crash (SyncAlways: nothing acknowledged is
+// lost) their retries are answered with the original indexes.
+func TestSingleReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fsys := topiclog.NewMemFS()
+		opts := Options{Log: topiclog.Options{Sync: topiclog.SyncAlways}, BatchEntries: true}
+		s := open(t, fsys, opts)
+		single, err := replication.NewSingle[Result]("swarm/7", s, replication.SingleConfig{NodeID: "n1", Addr: "10.0.0.1:7950"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const publishers, each = 4, 50
+		cmds := make([][][]byte, publishers)
+		first := make([][]Published, publishers)
+		var wg sync.WaitGroup
+		for p := range publishers {
+			for k := range each {
+				cmd, _ := EncodeCommand(PublishCommand(pub(fmt.Sprint("t/", k%3), fmt.Sprint(p, "-", k), fmt.Sprint("c", p), uint16(1+k), uint64(k))))
+				cmds[p] = append(cmds[p], cmd)
+			}
+			wg.Go(func() {
+				var pds []*replication.Pending[Result]
+				for _, cmd := range cmds[p] {
+					pd, err := single.Submit(context.Background(), cmd)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					pds = append(pds, pd)
+				}
+				for _, pd := range pds {
+					res, err := pd.Wait(context.Background())
+					if err != nil || res.Err != nil {
+						t.Errorf("publisher %d: %v %v", p, err, res.Err)
+						return
+					}
+					first[p] = append(first[p], res.Publishes[0])
+				}
+			})
+		}
+		wg.Wait()
+		if err := single.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st := s.Stats()
+		if st.Log.Records != publishers*each {
+			t.Fatalf("%d records for %d publishes", st.Log.Records, publishers*each)
+		}
+		t.Logf("%d publishes applied through Single, log at mark %d", publishers*each, st.Log.LastMark)
+
+		// Crash, reopen, retry everything: all duplicates of the first
+		// answers.
+		r := open(t, fsys.CrashClone(1), opts)
+		single, err = replication.NewSingle[Result]("swarm/7", r, replication.SingleConfig{NodeID: "n1", Addr: "10.0.0.1:7950"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer single.Close()
+		for p := range publishers {
+			for k, cmd := range cmds[p] {
+				res, err := single.Propose(context.Background(), cmd)
+				want := first[p][k]
+				want.Duplicate = true
+				if err != nil || res.Publishes[0] != want {
+					t.Fatalf("retry %d-%d after a crash: %+v, %v; want %+v", p, k, res, err, want)
+				}
+			}
+		}
+	})
+}
