@@ -22,7 +22,7 @@ import (
 const RelayGrace = 3 * time.Second
 
 // Relay carries deliveries for a session that moved to another node.
-// The cluster layer implements it; the node connects it with SetRelay.
+// The cluster layer implements it; it is part of Remote.
 type Relay interface {
 	// Relay sends ds to node, for its session clientID; it must not block
 	// (it queues on the link to node, dropping and counting when full).
@@ -74,7 +74,7 @@ func (b *Broker) noteArrival(clientID string) {
 // relayedHere reports whether m, relayed for clientID, was published here
 // after the session arrived, and so was delivered to it already.
 func (b *Broker) relayedHere(clientID string, m *message.Message) bool {
-	if b.cluster == nil || m.Origin != b.cluster.NodeID() {
+	if b.remote == nil || m.Origin != b.remote.NodeID {
 		return false
 	}
 	b.moved.mu.Lock()
@@ -83,8 +83,10 @@ func (b *Broker) relayedHere(clientID string, m *message.Message) bool {
 	return ok && !m.Created.Before(at)
 }
 
-// SetRelay connects the broker to what relays deliveries to a session's
-// new node. It must be called before the node serves clients.
+// SetRelay sets only what relays deliveries to a session's new node
+// (SetRemote sets it from Remote.Relay): for a broker whose sessions are
+// released to other nodes without the rest of the cluster, as in its
+// tests. It must be called before the node serves clients.
 func (b *Broker) SetRelay(r Relay) { b.moved.relay = r }
 
 // movedTo returns the node s moved to, or "" if it has not.

@@ -2,14 +2,10 @@ package cluster
 
 import (
 	"encoding/binary"
-
-	"slices"
-
-	"github.com/prometheus/client_golang/prometheus"
+	"fmt"
 
 	"github.com/sextantmq/sextant/internal/broker"
 	"github.com/sextantmq/sextant/internal/message"
-	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/wire"
 )
 
@@ -23,15 +19,23 @@ const methodRelay byte = 11
 // several, in order.
 const relayBatchBytes = 1 << 20
 
-var _ broker.Relay = (*Cluster)(nil)
+// Relays delivers relayed deliveries to a session that moved here (the
+// broker).
+type Relays interface {
+	DeliverRelayed(clientID string, ds []broker.Relayed) int
+}
+
+var (
+	_ Relays       = (*broker.Broker)(nil)
+	_ broker.Relay = (*Layer)(nil)
+)
 
 // Relay implements broker.Relay: it queues ds for node on its link's
 // control queue. Deliveries that find no link, or a full queue, are lost
 // and counted (sextant_cluster_relay_dropped_total), as forwarded messages
 // are when a link is down.
-func (c *Cluster) Relay(node, clientID string, ds []broker.Relayed) {
-	ds = c.notForwarded(node, ds)
-	l := c.peers.Link(node)
+func (l *Layer) Relay(node, clientID string, ds []broker.Relayed) {
+	ds = l.notForwarded(node, ds)
 	for len(ds) > 0 {
 		var items []byte
 		n := 0
@@ -41,31 +45,24 @@ func (c *Cluster) Relay(node, clientID string, ds []broker.Relayed) {
 		}
 		body := binary.AppendUvarint(appendRelayHeader(nil, clientID), uint64(n))
 		body = append(body, items...)
-		if l == nil || !l.Notify(methodRelay, body) {
-			c.metrics.relayDropped.Add(float64(n))
-			c.log.Warn("cluster: could not relay a moved session's messages to its new node", "client", clientID, "node", node, "messages", n)
+		if !l.peers.Notify(node, methodRelay, body) {
+			l.metrics.relayDropped.Add(float64(n))
+			l.log.Warn("cluster: could not relay a moved session's messages to its new node", "client", clientID, "node", node, "messages", n)
 		} else {
-			c.metrics.relayed.Add(float64(n))
+			l.metrics.relayed.Add(float64(n))
 		}
 		ds = ds[n:]
 	}
 }
 
 // notForwarded leaves out the deliveries of messages published here that
-// Forward sends to node anyway (node's interest matches them): the new
-// node delivers those to the session directly.
-func (c *Cluster) notForwarded(node string, ds []broker.Relayed) []broker.Relayed {
+// Forward sends to node anyway (node's interest matches them directly): the
+// new node delivers those to the session itself.
+func (l *Layer) notForwarded(node string, ds []broker.Relayed) []broker.Relayed {
 	out := ds[:0:0]
-	ms := c.matches.Get().(*router.Matches[string])
-	defer c.matches.Put(ms)
 	for _, d := range ds {
-		if d.Shared == "" && d.Msg.Origin == c.id {
-			c.remote.RLock()
-			c.remote.ix.Match(d.Msg.Topic, "", ms)
-			c.remote.RUnlock()
-			if slices.ContainsFunc(ms.Direct, func(m router.Delivery[string]) bool { return m.Sub == node }) {
-				continue
-			}
+		if d.Shared == "" && d.Msg.Origin == l.id && l.routes.DirectTo(d.Msg.Topic, node) {
+			continue
 		}
 		out = append(out, d)
 	}
@@ -73,14 +70,14 @@ func (c *Cluster) notForwarded(node string, ds []broker.Relayed) []broker.Relaye
 }
 
 // relayed delivers a relay notification from node.
-func (c *Cluster) relayed(node string, body []byte) error {
+func (l *Layer) relayed(node string, body []byte) error {
 	clientID, ds, err := decodeRelay(body)
 	if err != nil {
-		c.metrics.corrupt.Inc()
+		l.metrics.corrupt.Inc()
 		return err
 	}
-	if got := c.b.DeliverRelayed(clientID, ds); got < len(ds) {
-		c.log.Info("cluster: relayed messages for a session no longer here were dropped", "client", clientID, "from", node, "messages", len(ds)-got)
+	if got := l.relays.DeliverRelayed(clientID, ds); got < len(ds) {
+		l.log.Info("cluster: relayed messages for a session no longer here were dropped", "client", clientID, "from", node, "messages", len(ds)-got)
 	}
 	return nil
 }
@@ -108,7 +105,7 @@ func appendRelayed(dst []byte, d broker.Relayed) []byte {
 // decodeRelay decodes a relay notification: the client id, then the
 // deliveries.
 func decodeRelay(b []byte) (string, []broker.Relayed, error) {
-	d := newDecoder(b)
+	d := wire.NewDecoder(b)
 	clientID := d.Str()
 	n := d.Count(4)
 	var out []broker.Relayed
@@ -123,23 +120,17 @@ func decodeRelay(b []byte) (string, []broker.Relayed, error) {
 			r.IDs = append(r.IDs, d.Uint32())
 		}
 		r.Shared = d.Str()
-		r.Msg = d.message()
+		if mb := d.Bytes(); !d.Failed() {
+			m, err := message.Decode(mb)
+			if err != nil {
+				d.Fail()
+			}
+			r.Msg = m
+		}
 		out = append(out, r)
 	}
-	if err := d.finish("relay"); err != nil {
-		return "", nil, err
+	if err := d.Finish(); err != nil {
+		return "", nil, fmt.Errorf("%w: relay: %w", ErrCorrupt, err)
 	}
 	return clientID, out, nil
-}
-
-// relayMetrics are the relay's counters, registered with the others.
-func relayMetrics(r prometheus.Registerer) (relayed, dropped prometheus.Counter) {
-	relayed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_cluster_relayed_total",
-		Help: "Deliveries for sessions that moved away, relayed from this node to their new node."})
-	dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_cluster_relay_dropped_total",
-		Help: "Deliveries for sessions that moved away that could not be relayed (no link, or its queue full)."})
-	for _, c := range []prometheus.Collector{relayed, dropped} {
-		_ = r.Register(c)
-	}
-	return relayed, dropped
 }

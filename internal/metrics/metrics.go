@@ -27,8 +27,9 @@ const (
 	LimitAuthFailDelay = "auth_fail_delay"    // a refusal held back after failed authentication
 )
 
-// Broker is the metric set of one node's MQTT broker.
-type Broker struct {
+// Node is the metric set of one node: its MQTT broker, sessions and store
+// (the cluster layer and peer links register their own in Registry).
+type Node struct {
 	Registry *prometheus.Registry
 
 	ConnectionsCurrent prometheus.Gauge
@@ -60,13 +61,13 @@ type Broker struct {
 	StoreBatchOps      prometheus.Histogram
 }
 
-// NewBroker creates the broker metric set in a fresh registry that also
+// NewNode creates the node metric set in a fresh registry that also
 // carries the Go runtime and process collectors.
-func NewBroker() *Broker {
+func NewNode() *Node {
 	r := prometheus.NewRegistry()
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{r}
-	m := &Broker{
+	m := &Node{
 		Registry:           r,
 		ConnectionsCurrent: f.gauge("sextant_connections", "Client connections currently open."),
 		ConnectionsTotal:   f.counter("sextant_connections_total", "Client connections accepted (CONNACK success)."),
@@ -104,7 +105,7 @@ func NewBroker() *Broker {
 }
 
 // Drop counts n messages dropped for reason (one of the Drop* constants).
-func (m *Broker) Drop(reason string, n int) {
+func (m *Node) Drop(reason string, n int) {
 	if c, ok := m.Dropped[reason]; ok {
 		c.Add(float64(n))
 		return

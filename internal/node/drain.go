@@ -30,8 +30,6 @@ type drainState struct {
 		sync.Mutex
 		draining bool
 		stop     chan struct{} // closed when a drain has finished: the node should stop now
-		bgCtx    context.Context
-		bgCancel context.CancelFunc
 	}
 }
 
@@ -70,26 +68,6 @@ func (d *drainState) readyErr() error {
 		return errors.New("draining")
 	}
 	return nil
-}
-
-// background returns a context for the node's background work (rejoining
-// the cluster), ended by stopBackground at shutdown.
-func (d *drainState) background() context.Context {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.mu.bgCtx == nil {
-		d.mu.bgCtx, d.mu.bgCancel = context.WithCancel(context.Background())
-	}
-	return d.mu.bgCtx
-}
-
-func (d *drainState) stopBackground() {
-	d.mu.Lock()
-	cancel := d.mu.bgCancel
-	d.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
 }
 
 // Stopping returns a channel that is closed once a drain has finished: the

@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// rejoinReadTimeout bounds reading the metadata group's members to rejoin.
+const rejoinReadTimeout = 5 * time.Second
+
 // rejoinGossip lets a node that was restarted without a join list (the node
 // that bootstrapped the cluster, typically) find the cluster again: the
 // other nodes saw it leave gracefully and will not call it back, so it
@@ -17,7 +20,7 @@ func (n *Node) rejoinGossip(cp *clusterParts) {
 	if len(n.cfg.Join) > 0 || cp.membership == nil || cp.meta == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(n.group.Context(), rejoinReadTimeout)
 	servers, err := cp.meta.Servers(ctx)
 	cancel()
 	if err != nil {
@@ -33,11 +36,10 @@ func (n *Node) rejoinGossip(cp *clusterParts) {
 	if len(addrs) == 0 {
 		return // a new cluster, or a cluster of one
 	}
-	bg := n.drain.background()
 	n.log.Info("rejoining the cluster through the metadata group's members", "addrs", addrs)
-	go func() {
-		if err := cp.membership.Join(bg, addrs); err != nil && !errors.Is(err, context.Canceled) {
+	n.group.Go(func(ctx context.Context) { // until it succeeds or the node shuts down
+		if err := cp.membership.Join(ctx, addrs); err != nil && !errors.Is(err, context.Canceled) {
 			n.log.Warn("rejoining the cluster failed", "err", err)
 		}
-	}()
+	})
 }

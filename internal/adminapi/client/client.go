@@ -20,6 +20,9 @@ import (
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
 
+// requestTimeout bounds one admin API request, answer included.
+const requestTimeout = 15 * time.Second
+
 // Client talks to one node's admin API.
 type Client struct {
 	base     string
@@ -57,7 +60,7 @@ func New(base, token string, opts ...Option) *Client {
 	if !explicit {
 		base = "http://" + base
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 15 * time.Second}, explicit: explicit}
+	c := &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: requestTimeout}, explicit: explicit}
 	for _, o := range opts {
 		o(c)
 	}

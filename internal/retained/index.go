@@ -15,9 +15,9 @@ const (
 	kidSliceAt = 4
 )
 
-// Store holds the latest retained message per topic name. The zero value is
+// Index holds the latest retained message per topic name. The zero value is
 // an empty store ready for use.
-type Store struct {
+type Index struct {
 	mu struct {
 		sync.RWMutex
 		root  node
@@ -39,7 +39,7 @@ type node struct {
 // the topic's retained message instead (MQTT 3.3.1.3) and is not stored.
 // The store keeps m itself: m must not be modified afterwards (as for every
 // message.Message). m.Topic must be a valid topic name.
-func (s *Store) Set(m *message.Message) (replaced bool) {
+func (s *Index) Set(m *message.Message) (replaced bool) {
 	if len(m.Payload) == 0 {
 		return s.Delete(m.Topic)
 	}
@@ -59,7 +59,7 @@ func (s *Store) Set(m *message.Message) (replaced bool) {
 // step under the lock: concurrent updates ordered by a caller's rule (a
 // cluster's last-writer-wins stamps) cannot interleave between the check and
 // the write. It reports whether m was applied.
-func (s *Store) SetIf(m *message.Message, keep func(current *message.Message) bool) bool {
+func (s *Index) SetIf(m *message.Message, keep func(current *message.Message) bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var cur *message.Message
@@ -84,7 +84,7 @@ func (s *Store) SetIf(m *message.Message, keep func(current *message.Message) bo
 }
 
 // Get returns the retained message for the topic name, or nil.
-func (s *Store) Get(topic string) *message.Message {
+func (s *Index) Get(topic string) *message.Message {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if n := s.find(topic); n != nil {
@@ -95,13 +95,13 @@ func (s *Store) Get(topic string) *message.Message {
 
 // Delete removes the retained message for the topic name and reports whether
 // there was one.
-func (s *Store) Delete(topic string) bool {
+func (s *Index) Delete(topic string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deleteLocked(topic)
 }
 
-func (s *Store) deleteLocked(topic string) bool {
+func (s *Index) deleteLocked(topic string) bool {
 	n := s.find(topic)
 	if n == nil || n.msg == nil {
 		return false
@@ -120,7 +120,7 @@ func (s *Store) deleteLocked(topic string) bool {
 }
 
 // Len returns the number of retained messages.
-func (s *Store) Len() int {
+func (s *Index) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.mu.n
@@ -130,17 +130,17 @@ func (s *Store) Len() int {
 // topic filter, until fn returns false. The order is unspecified. The filter
 // is not validated, and a shared subscription filter is not unwrapped (MQTT
 // sends no retained messages for shared subscriptions). fn runs under the
-// store's read lock and must not call the Store.
-func (s *Store) Match(filter string, fn func(*message.Message) bool) {
+// index's read lock and must not call the Index.
+func (s *Index) Match(filter string, fn func(*message.Message) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	match(&s.mu.root, filter, 0, true, fn)
 }
 
 // All calls fn for every retained message until fn returns false, for
-// snapshots. The order is unspecified. fn runs under the store's read lock
-// and must not call the Store.
-func (s *Store) All(fn func(*message.Message) bool) {
+// snapshots. The order is unspecified. fn runs under the index's read lock
+// and must not call the Index.
+func (s *Index) All(fn func(*message.Message) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	all(&s.mu.root, false, fn)
@@ -201,7 +201,7 @@ func isDollar(level string) bool { return level != "" && level[0] == '$' }
 
 // insert returns the node for name, creating missing nodes. The levels of
 // new nodes are cut from one private copy of name.
-func (s *Store) insert(name string) *node {
+func (s *Index) insert(name string) *node {
 	n := &s.mu.root
 	owned := false
 	for i := 0; ; {
@@ -223,7 +223,7 @@ func (s *Store) insert(name string) *node {
 	}
 }
 
-func (s *Store) find(name string) *node {
+func (s *Index) find(name string) *node {
 	n := &s.mu.root
 	for i := 0; ; {
 		end := levelEnd(name, i)
@@ -299,4 +299,16 @@ func (n *node) removeChild(c *node) {
 	if len(n.kids) == 0 {
 		n.kids = nil
 	}
+}
+
+// Newer reports whether m, a retained update, wins over an update stamped
+// stamp by origin under the cluster's last-writer-wins rule: the later
+// hybrid logical stamp wins, and of equal stamps the greater origin node id.
+// This is the one place the rule is written: the broker applies it against
+// the message it holds, the cluster layer against its deletion tombstones.
+func Newer(m *message.Message, stamp uint64, origin string) bool {
+	if m.Stamp != stamp {
+		return m.Stamp > stamp
+	}
+	return m.Origin > origin
 }

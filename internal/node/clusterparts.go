@@ -17,12 +17,25 @@ import (
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
 )
 
 // protoGossip opens gossip streams on the cluster address; the metadata
 // group writes 'R'/'F' and peer links peer.Kind themselves.
 const protoGossip = 'G'
+
+// Timeouts of the node's cluster work.
+const (
+	// metaJoinTimeout bounds joining the metadata group, which needs its
+	// leader; the node serves its clients meanwhile.
+	metaJoinTimeout = 2 * time.Minute
+	// registerTimeout bounds recording this node in the metadata registry.
+	registerTimeout = time.Minute
+	// leaveTimeout bounds telling the other nodes this one leaves, at
+	// shutdown (they may be gone already).
+	leaveTimeout = 2 * time.Second
+)
 
 // clusterParts are what a node runs to take part in a cluster: the listener
 // mux on the cluster address, the metadata group, membership, and the
@@ -34,7 +47,7 @@ type clusterParts struct {
 	mux        *peer.Mux
 	meta       *meta.Meta
 	membership *membership.Membership // nil when running alone
-	layer      *cluster.Cluster       // nil when running alone
+	layer      *cluster.Layer         // nil when running alone
 	tls        *peer.ClusterTLS       // nil without cluster-tls; reloaded on SIGHUP
 }
 
@@ -48,21 +61,23 @@ func (n *Node) startCluster(ctx context.Context) error {
 	cp := &clusterParts{}
 	n.cluster = cp
 	metaLog := n.log.With("subsystem", "meta")
+	self := fsm.Labels{Site: cfg.Site, Zone: cfg.Zone, Tier: cfg.Tier,
+		MQTTAddr: n.addrLocked("mqtt"), AdminAddr: n.addrLocked("admin"), PeerAddr: cfg.ClusterAddr}
 	if cfg.ClusterAddr == "" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := n.net.Listen("127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("node: metadata listener: %w", err)
 		}
 		addr := ln.Addr().String()
 		cp.meta, err = meta.Open(ctx, meta.Config{
-			NodeID: cfg.NodeID, DataDir: metaDir, Addr: addr, Listener: ln, Dial: meta.DialTCP,
+			NodeID: cfg.NodeID, DataDir: metaDir, Addr: addr, Listener: ln, Dial: n.net.Dial, InMemory: n.opts.Ephemeral,
 			Voter: true, Bootstrap: []meta.Server{{ID: cfg.NodeID, Addr: addr, Voter: true}},
 			Timing: timing, Logger: metaLog,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
-		n.registerSelf()
+		n.registerSelf(self)
 		return nil
 	}
 
@@ -79,11 +94,11 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.ClusterAddr)
+	ln, err := n.net.Listen(cfg.ClusterAddr)
 	if err != nil {
 		return fmt.Errorf("node: cluster listener: %w", err)
 	}
-	pc, err := net.ListenPacket("udp", cfg.ClusterAddr)
+	pc, err := n.net.ListenPacket(cfg.ClusterAddr)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("node: cluster listener (udp): %w", err)
@@ -96,7 +111,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 
 	voter := cfg.Tier == membership.TierCore
 	mc := meta.Config{
-		NodeID: cfg.NodeID, DataDir: metaDir, Addr: cfg.ClusterAddr, Listener: metaLn, Dial: meta.DialTCP,
+		NodeID: cfg.NodeID, DataDir: metaDir, Addr: cfg.ClusterAddr, Listener: metaLn, Dial: n.net.Dial, InMemory: n.opts.Ephemeral,
 		TLS: peerTLS, Voter: voter, Timing: timing, Logger: metaLog,
 	}
 	if len(cfg.Join) == 0 {
@@ -107,7 +122,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 
-	tr, err := membership.NewTransport(pc, gossipLn, dialProto(protoGossip), n.log.With("subsystem", "gossip"))
+	tr, err := membership.NewTransport(pc, gossipLn, n.dialProto(protoGossip), n.log.With("subsystem", "gossip"))
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -115,40 +130,50 @@ func (n *Node) startCluster(ctx context.Context) error {
 		NodeID: cfg.NodeID, Transport: tr, Join: cfg.Join, Profile: profile, SecretKey: gossipKey,
 		Tags: membership.Labels{
 			Site: cfg.Site, Zone: cfg.Zone, Tier: cfg.Tier,
-			MQTTAddr: n.addrLocked("mqtt"), AdminAddr: n.addrLocked("admin"), PeerAddr: cfg.ClusterAddr,
+			MQTTAddr: self.MQTTAddr, AdminAddr: self.AdminAddr, PeerAddr: cfg.ClusterAddr,
 		},
 		Logger: n.log.With("subsystem", "membership"),
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	cp.layer, err = cluster.New(cluster.Config{
-		NodeID: cfg.NodeID, Broker: n.broker, Members: cp.membership, Listener: peerLn, TLS: peerTLS,
-		Dial: peer.DialTCP, Registerer: n.metrics.Registry, Clock: n.clock,
-		Log: n.log.With("subsystem", "cluster"), Seed: uint64(n.clock.Now().UnixNano()),
-	})
+	seed := n.opts.Seed
+	if seed == 0 {
+		seed = uint64(n.clock.Now().UnixNano())
+	}
+	lcfg := cluster.Config{
+		NodeID: cfg.NodeID, Deliver: n.broker, Relays: n.broker, Retained: n.broker, Sessions: n.broker,
+		Members: cp.membership, Listener: peerLn, TLS: peerTLS,
+		Dial: n.net.Dial, Registerer: n.metrics.Registry, Clock: n.clock,
+		Log: n.log.With("subsystem", "cluster"), Seed: seed,
+	}
+	if n.opts.Cluster != nil {
+		n.opts.Cluster(&lcfg)
+	}
+	cp.layer, err = cluster.New(lcfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	n.broker.SetCluster(cp.layer)
-	n.broker.SetRelay(cp.layer)
+	n.broker.SetRemote(cp.layer.Remote())
 	cp.layer.Start()
 	n.rejoinGossip(cp)
 
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the
 		// background so the node serves its clients meanwhile.
-		go func() {
-			jctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		n.group.Go(func(ctx context.Context) {
+			jctx, cancel := context.WithTimeout(ctx, metaJoinTimeout)
 			defer cancel()
-			if err := cp.meta.Join(jctx, cfg.Join); err != nil && !errors.Is(err, meta.ErrClosed) {
-				n.log.Error("joining the metadata group failed", "err", err)
+			if err := cp.meta.Join(jctx, cfg.Join); err != nil {
+				if !errors.Is(err, meta.ErrClosed) && ctx.Err() == nil {
+					n.log.Error("joining the metadata group failed", "err", err)
+				}
 				return
 			}
-			n.registerSelf()
-		}()
+			n.registerSelf(self)
+		})
 	} else {
-		n.registerSelf()
+		n.registerSelf(self)
 	}
 	return nil
 }
@@ -173,32 +198,25 @@ func loadClusterKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// registerSelf records this node in the metadata registry (in the
-// background: it waits for a leader).
-func (n *Node) registerSelf() {
+// registerSelf records this node in the metadata registry, in the
+// background: it waits for a leader, until registerTimeout or shutdown.
+func (n *Node) registerSelf(labels fsm.Labels) {
 	cp, cfg := n.cluster, n.cfg
-	mqttAddr, adminAddr := n.addrLocked("mqtt"), n.addrLocked("admin")
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	n.group.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, registerTimeout)
 		defer cancel()
-		_, err := cp.meta.Propose(ctx, fsm.RegisterNode(fsm.Node{
-			ID: cfg.NodeID, JoinedAt: n.clock.Now(),
-			Labels: fsm.Labels{
-				Site: cfg.Site, Zone: cfg.Zone, Tier: cfg.Tier,
-				MQTTAddr: mqttAddr, AdminAddr: adminAddr, PeerAddr: cfg.ClusterAddr,
-			},
-		}))
+		_, err := cp.meta.Propose(ctx, fsm.RegisterNode(fsm.Node{ID: cfg.NodeID, JoinedAt: n.clock.Now(), Labels: labels}))
 		if err != nil && !errors.Is(err, meta.ErrClosed) && !errors.Is(err, context.Canceled) {
 			n.log.Warn("registering the node in the metadata group failed", "err", err)
 		}
-	}()
+	})
 }
 
 // leaveCluster tells the other nodes this one is going (best effort: they
 // may be gone already), so they stop routing to it before it stops serving.
-func (n *Node) leaveCluster() {
+func (n *Node) leaveCluster(ctx context.Context) {
 	if cp := n.cluster; cp != nil && cp.membership != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, leaveTimeout)
 		if err := cp.membership.Leave(ctx); err != nil {
 			n.log.Warn("leaving the cluster gracefully failed", "err", err)
 		}
@@ -253,11 +271,10 @@ func (c *skipConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// dialProto dials addr and sends the protocol byte.
-func dialProto(proto byte) membership.DialFunc {
+// dialProto dials addr on the node's network and sends the protocol byte.
+func (n *Node) dialProto(proto byte) netx.DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
+		c, err := n.net.Dial(ctx, addr)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package cluster
+package directory
 
 // owner picks the directory owner of a client id among nodes by rendezvous
 // (highest random weight) hashing: each node's weight is a hash of the

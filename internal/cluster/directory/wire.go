@@ -1,19 +1,17 @@
-package cluster
+package directory
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sextantmq/sextant/internal/broker"
-	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/store"
 	"github.com/sextantmq/sextant/internal/wire"
 )
 
 // ErrCorrupt reports a request or answer from a peer that cannot be decoded.
-var ErrCorrupt = errors.New("cluster: corrupt encoding")
+var ErrCorrupt = errors.New("directory: corrupt encoding")
 
 // Request methods on peer links.
 const (
@@ -22,33 +20,24 @@ const (
 	methodUnregister byte = 3 // directory owner (notification): a session ended on a node
 	methodHandOver   byte = 4 // holder: close the client's connection and send the session (kept until released)
 	methodDrop       byte = 5 // holder (notification): a newer claim exists; drop a stale session
-	methodPing       byte = 6 // any node: answer at once (round-trip probe)
-	methodRelease    byte = 7 // holder (notification): the session it sent arrived; end it there
-	methodRestore    byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
-	methodSettle     byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0
+	// 6 and 11 are the cluster layer's round-trip probe and session relay
+	// (package cluster), which share the peer links' method numbers with
+	// the directory.
+	methodRelease byte = 7 // holder (notification): the session it sent arrived; end it there
+	methodRestore byte = 8 // directory owner (notification): a hand-over was abandoned; the old claim stands again
+	methodSettle  byte = 9 // new node: is this hand-over abandoned? answer: 1 (not held here: the holder keeps it) or 0
 	// directory owner: a clean start's claim, sent after its CONNACK;
 	// answer: appendRegistered
 	methodRegisterClean byte = 10
 )
 
-// stateVersion is the first byte of an encoded session state.
-const stateVersion = 1
-
-// Flags of an encoded session state and its parts.
-const (
-	stateFlagDisconnected = 1 << iota
-	stateFlagWill
-)
-
-const (
-	subNoLocal = 1 << 0
-	subRAP     = 1 << 1
-)
-
-const (
-	queuedFlagMsg    = 1 << 0
-	queuedFlagRetain = 1 << 1
-)
+// stateVersion is the first byte of an encoded session state. Version 2
+// carries the session record and its messages in the store's own layout
+// (store.AppendSessionRecord, store.AppendQueuedRecord); version 1 had a
+// layout of its own, and a node refuses a hand-over from a node of the
+// other version (the CONNECT then starts afresh, as for any failed
+// hand-over).
+const stateVersion = 2
 
 // claim says that node holds clientID's session since stamp (the hybrid
 // logical time of the CONNECT that put it there; 0 for a session loaded
@@ -183,63 +172,20 @@ func decodeHandOver(b []byte) (clientID string, cleanStart bool, err error) {
 }
 
 // appendState encodes a moving session: nothing for nil, else the version
-// byte, the session record (as the store keeps it, will included if any),
-// the queued and in-flight messages in order, and the inbound QoS 2 ids.
+// byte, the client id, the session record (as the store keeps it, will
+// included if any), the queued and in-flight messages in order (each its
+// sequence number and stored record), and the inbound QoS 2 ids.
 func appendState(dst []byte, st *broker.SessionState) []byte {
 	if st == nil || st.Record == nil {
 		return dst
 	}
-	r := st.Record
 	dst = append(dst, stateVersion)
-	var flags byte
-	if !r.DisconnectedAt.IsZero() {
-		flags |= stateFlagDisconnected
-	}
-	if r.Will != nil {
-		flags |= stateFlagWill
-	}
-	dst = append(dst, flags, r.Version)
-	dst = wire.AppendString(dst, r.ClientID)
-	dst = binary.AppendUvarint(dst, uint64(r.ExpiryInterval))
-	if flags&stateFlagDisconnected != 0 {
-		dst = binary.AppendVarint(dst, r.DisconnectedAt.UnixNano())
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(r.Subscriptions)))
-	for _, s := range r.Subscriptions {
-		dst = wire.AppendString(dst, s.Filter)
-		var f byte
-		if s.NoLocal {
-			f |= subNoLocal
-		}
-		if s.RetainAsPublished {
-			f |= subRAP
-		}
-		dst = append(dst, s.QoS, f, s.RetainHandling)
-		dst = binary.AppendUvarint(dst, uint64(s.ID))
-	}
-	if flags&stateFlagWill != 0 {
-		dst = binary.AppendUvarint(dst, uint64(r.WillDelay))
-		dst = wire.AppendBytes(dst, message.Append(nil, r.Will))
-	}
+	dst = wire.AppendString(dst, st.Record.ClientID)
+	dst = wire.AppendBytes(dst, store.AppendSessionRecord(nil, st.Record))
 	dst = binary.AppendUvarint(dst, uint64(len(st.Messages)))
 	for _, q := range st.Messages {
 		dst = binary.AppendUvarint(dst, q.Seq)
-		var f byte
-		if q.Msg != nil {
-			f |= queuedFlagMsg
-		}
-		if q.RetainFlag {
-			f |= queuedFlagRetain
-		}
-		dst = append(dst, f, q.QoS, q.State)
-		dst = binary.AppendUvarint(dst, uint64(q.PacketID))
-		dst = binary.AppendUvarint(dst, uint64(len(q.SubIDs)))
-		for _, id := range q.SubIDs {
-			dst = binary.AppendUvarint(dst, uint64(id))
-		}
-		if q.Msg != nil {
-			dst = wire.AppendBytes(dst, message.Append(nil, q.Msg))
-		}
+		dst = wire.AppendBytes(dst, store.AppendQueuedRecord(nil, q))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(st.Inbound)))
 	for _, id := range st.Inbound {
@@ -257,51 +203,26 @@ func decodeState(b []byte) (*broker.SessionState, error) {
 	if d.Byte() != stateVersion {
 		return nil, fmt.Errorf("%w: session state version", ErrCorrupt)
 	}
-	flags, version := d.Byte(), d.Byte()
-	if flags&^(stateFlagDisconnected|stateFlagWill) != 0 || version < 3 || version > 5 {
-		d.Fail()
+	id := d.Str()
+	rec := d.Bytes()
+	if d.Failed() {
+		return nil, d.finish("session state")
 	}
-	r := &store.SessionRecord{Version: version, ClientID: d.Str(), ExpiryInterval: d.Uint32()}
-	if flags&stateFlagDisconnected != 0 {
-		r.DisconnectedAt = time.Unix(0, d.Varint())
-	}
-	n := d.Count(4)
-	for i := 0; i < n && !d.Failed(); i++ {
-		s := store.SubscriptionRecord{Filter: d.Str()}
-		q, f, rh := d.Byte(), d.Byte(), d.Byte()
-		if q > 2 || rh > 2 || f&^(subNoLocal|subRAP) != 0 {
-			d.Fail()
-		}
-		s.QoS, s.NoLocal, s.RetainAsPublished, s.RetainHandling = q, f&subNoLocal != 0, f&subRAP != 0, rh
-		s.ID = d.Uint32()
-		r.Subscriptions = append(r.Subscriptions, s)
-	}
-	if flags&stateFlagWill != 0 {
-		r.WillDelay = d.Uint32()
-		r.Will = d.message()
+	r, err := store.DecodeSessionRecord(id, rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: session state: %w", ErrCorrupt, err)
 	}
 	st := &broker.SessionState{Record: r}
-	n = d.Count(5)
+	n := d.Count(2)
 	for i := 0; i < n && !d.Failed(); i++ {
-		q := &store.QueuedMessage{Seq: d.Uvarint()}
-		f, qos, state := d.Byte(), d.Byte(), d.Byte()
-		if f&^(queuedFlagMsg|queuedFlagRetain) != 0 || qos > 2 || state > store.ReleaseSent {
-			d.Fail()
+		seq := d.Uvarint()
+		rec := d.Bytes()
+		if d.Failed() {
+			break
 		}
-		q.QoS, q.State, q.RetainFlag = qos, state, f&queuedFlagRetain != 0
-		pid := d.Uvarint()
-		if pid > 0xFFFF {
-			d.Fail()
-		}
-		q.PacketID = uint16(pid)
-		ids := d.Count(1)
-		for j := 0; j < ids && !d.Failed(); j++ {
-			q.SubIDs = append(q.SubIDs, d.Uint32())
-		}
-		if f&queuedFlagMsg != 0 {
-			q.Msg = d.message()
-		} else if state != store.ReleaseSent {
-			d.Fail() // only a PUBREL awaiting PUBCOMP may lack its message
+		q, err := store.DecodeQueuedRecord(seq, rec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: session state: %w", ErrCorrupt, err)
 		}
 		st.Messages = append(st.Messages, q)
 	}
@@ -323,20 +244,6 @@ func decodeState(b []byte) (*broker.SessionState, error) {
 type decoder struct{ wire.Decoder }
 
 func newDecoder(b []byte) *decoder { return &decoder{wire.NewDecoder(b)} }
-
-// message reads a length-prefixed message.Append encoding.
-func (d *decoder) message() *message.Message {
-	b := d.Bytes()
-	if d.Failed() {
-		return nil
-	}
-	m, err := message.Decode(b)
-	if err != nil {
-		d.Fail()
-		return nil
-	}
-	return m
-}
 
 // finish wraps a failure as ErrCorrupt, naming what was decoded.
 func (d *decoder) finish(what string) error {

@@ -21,7 +21,7 @@ func msg(name, payload string) *message.Message {
 }
 
 // matched returns the topics Match reports for filter, sorted.
-func matched(s *Store, filter string) []string {
+func matched(s *Index, filter string) []string {
 	var out []string
 	s.Match(filter, func(m *message.Message) bool {
 		out = append(out, m.Topic)
@@ -32,7 +32,7 @@ func matched(s *Store, filter string) []string {
 }
 
 func TestSetGetDelete(t *testing.T) {
-	var s Store
+	var s Index
 	if s.Set(msg("a/b", "1")) {
 		t.Fatal("first Set reported a replacement")
 	}
@@ -65,7 +65,7 @@ func TestSetGetDelete(t *testing.T) {
 }
 
 func TestMatchSpecCases(t *testing.T) {
-	var s Store
+	var s Index
 	names := []string{"a", "a/b", "a/b/c", "a//c", "a/", "/", "/b", "$SYS", "$SYS/uptime", "$x/a", "b/$y", "sport/tennis/player1", "sport"}
 	for _, n := range names {
 		s.Set(msg(n, "x"))
@@ -109,7 +109,7 @@ func TestMatchSpecCases(t *testing.T) {
 }
 
 func TestMatchAndAllStopEarly(t *testing.T) {
-	var s Store
+	var s Index
 	for i := range 50 {
 		s.Set(msg(fmt.Sprintf("t/%d/x", i), "p"))
 	}
@@ -133,7 +133,7 @@ func TestMatchAndAllStopEarly(t *testing.T) {
 }
 
 func TestSetCopiesTopicLevels(t *testing.T) {
-	var s Store
+	var s Index
 	m := &message.Message{Topic: string([]byte("keep/this/name")), Payload: []byte("p")}
 	s.Set(m)
 	// The trie's levels are its own copy, so a node does not pin the memory
@@ -151,7 +151,7 @@ func TestSetCopiesTopicLevels(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
-	var s Store
+	var s Index
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -212,7 +212,7 @@ func randomTopic(r *rand.Rand, filter bool) string {
 
 func runDifferential(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed))
-	var s Store
+	var s Index
 	model := map[string]*message.Message{}
 	var keys []string // model's keys in insertion order, for reproducible picks
 	matches := 0
@@ -296,7 +296,7 @@ func runDifferential(t *testing.T, seed uint64) {
 }
 
 func TestSetIfOrdersUpdates(t *testing.T) {
-	var s Store
+	var s Index
 	newer := func(m *message.Message) func(*message.Message) bool {
 		return func(cur *message.Message) bool { return cur.Stamp >= m.Stamp }
 	}
@@ -317,5 +317,20 @@ func TestSetIfOrdersUpdates(t *testing.T) {
 	}
 	if !s.SetIf(m1, newer(m1)) || s.Len() != 1 {
 		t.Fatal("an update of an empty topic was refused")
+	}
+}
+
+// TestNewerIsLastWriterWins: the later stamp wins; equal stamps are ordered
+// by origin node id; an update never wins over itself.
+func TestNewerIsLastWriterWins(t *testing.T) {
+	m := &message.Message{Topic: "t", Stamp: 10, Origin: "n2"}
+	for _, c := range []struct {
+		stamp  uint64
+		origin string
+		want   bool
+	}{{9, "n9", true}, {11, "n1", false}, {10, "n1", true}, {10, "n3", false}, {10, "n2", false}} {
+		if got := Newer(m, c.stamp, c.origin); got != c.want {
+			t.Errorf("Newer(10/n2 over %d/%s) = %v, want %v", c.stamp, c.origin, got, c.want)
+		}
 	}
 }

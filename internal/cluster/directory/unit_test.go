@@ -1,4 +1,4 @@
-package cluster
+package directory
 
 import (
 	"fmt"
@@ -7,36 +7,9 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/broker"
-	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/store"
 )
-
-func TestHLCIsMonotonicAndFollowsPeers(t *testing.T) {
-	clk := &stepClock{t: time.Unix(1000, 0)}
-	h := hlc{clock: clk}
-	a := h.now()
-	if a>>logicalBits != uint64(time.Unix(1000, 0).UnixMilli()) {
-		t.Fatalf("stamp %x does not carry the physical time", a)
-	}
-	b := h.now() // same millisecond: the counter moves
-	if b != a+1 {
-		t.Fatalf("second stamp in one millisecond %d, want %d", b, a+1)
-	}
-	clk.t = clk.t.Add(-time.Second) // the wall clock steps back
-	if c := h.now(); c <= b {
-		t.Fatalf("stamp went backwards with the clock: %d after %d", c, b)
-	}
-	ahead := uint64(time.Unix(2000, 0).UnixMilli()) << logicalBits
-	h.observe(ahead) // a peer's clock runs ahead
-	if d := h.now(); d <= ahead {
-		t.Fatalf("stamp %d not after an observed %d", d, ahead)
-	}
-	h.observe(1) // an old stamp changes nothing
-	if e := h.now(); e <= ahead+1 {
-		t.Fatalf("stamp %d after observing an old one", e)
-	}
-}
 
 func TestRendezvousOwnership(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
@@ -223,21 +196,11 @@ func FuzzDirectoryBodies(f *testing.F) {
 	})
 }
 
-// stepClock is a clock whose time the test sets; it has no timers.
-type stepClock struct{ t time.Time }
-
-var _ clock.Clock = (*stepClock)(nil)
-
-func (c *stepClock) Now() time.Time                              { return c.t }
-func (c *stepClock) AfterFunc(time.Duration, func()) clock.Timer { panic("stepClock has no timers") }
-func (c *stepClock) NewTimer(time.Duration) clock.Timer          { panic("stepClock has no timers") }
-
 // TestRegisterCleanLosesToANewerClaim: a clean start's claim reaches the
 // owner after its CONNACK, so a newer claim may be there first; the late one
 // is refused (its node drops its copy), while an older entry is replaced.
 func TestRegisterCleanLosesToANewerClaim(t *testing.T) {
-	c := &Cluster{id: "n1"}
-	c.dir.entries = map[string]holding{}
+	c := New(Config{NodeID: "n1"})
 	c.register(claim{ClientID: "x", Node: "n2", Stamp: 10})
 	if _, superseded := c.registerClean(claim{ClientID: "x", Node: "n3", Stamp: 5}); !superseded {
 		t.Fatal("an older clean start replaced a newer claim")
