@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -52,7 +51,7 @@ func BenchmarkApply(b *testing.B) {
 						}
 						b.StartTimer()
 					}
-					res, err := s.Apply([]replication.Entry{{Index: uint64(i + 1), Term: 1, Time: t0, Cmd: cmds[i%len(cmds)]}})
+					res, err := s.Apply([]Entry{{Index: uint64(i + 1), Term: 1, Time: t0, Cmd: cmds[i%len(cmds)]}})
 					if err != nil || res[0].Err != nil || res[0].Publishes[0].Duplicate {
 						b.Fatalf("apply: %v %+v", err, res[0])
 					}

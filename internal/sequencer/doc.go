@@ -1,6 +1,7 @@
-// Package sequencer is a placement group's replicated state machine: it
-// implements replication.FSM over the group's topic log (topiclog.Log),
-// so that the group's home and every replica assign each sequenced publish
+// Package sequencer is a placement group's replicated state machine over
+// the group's topic log (topiclog.Log), with the methods of
+// replication.FSM (package sequencer/replica adapts it to that seam), so
+// that the group's home and every replica assign each sequenced publish
 // the same position in the group (Seq) and the same index in its topic, and
 // recognise a publisher's retries. It also serves the log's reads, with
 // records decoded, to the delivery side.
@@ -96,8 +97,9 @@
 // # Who may import it
 //
 // The node (which opens one per group it replicates and hands it to the
-// replication layer), the publish path and the delivery layer (reads). It
-// imports the topic log and, for the state-machine seam's types only, the
-// replication package; no network, Raft, broker or cluster package, and it
-// reads no clock (internal/lint checks this).
+// replication layer through sequencer/replica), the publish path and the
+// delivery layer (reads). It imports the topic log and nothing of the
+// replication layer, Raft, the network, the broker or the cluster, not
+// even through other packages, and it reads no clock (internal/lint checks
+// this).
 package sequencer

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -16,7 +15,7 @@ type replicas struct {
 	opts    Options
 	fss     []*topiclog.MemFS
 	seqs    []*Sequencer
-	log     []replication.Entry
+	log     []Entry
 	results map[uint64]string
 }
 
@@ -31,7 +30,7 @@ func newReplicas(t *testing.T, n int, opts Options) *replicas {
 }
 
 // commit applies entries on every replica and checks that they agree.
-func (r *replicas) commit(es ...replication.Entry) []Result {
+func (r *replicas) commit(es ...Entry) []Result {
 	r.t.Helper()
 	r.log = append(r.log, es...)
 	var out [][]Result
@@ -61,7 +60,7 @@ func (r *replicas) crash(k int, seed uint64) int {
 	s := open(r.t, crashed, r.opts)
 	r.seqs[k] = s
 	checkRebuild(r.t, s)
-	var again []replication.Entry
+	var again []Entry
 	for _, e := range r.log {
 		if e.Index > s.Applied() {
 			again = append(again, e)

@@ -83,7 +83,7 @@ func FuzzSnapshotTable(f *testing.F) {
 	tb.insert(dedupKey{"d", 65535}, dedupEntry{nonce: 1 << 60, seq: 7, index: 4})
 	for _, t := range []*table{newTable(), tb} {
 		var buf bytes.Buffer
-		sn := &snapshot{applied: 12, table: t.appendTo(nil, DefaultHorizon)}
+		sn := &Snapshot{applied: 12, table: t.appendTo(nil, DefaultHorizon)}
 		if err := sn.writeHeader(&buf); err != nil {
 			f.Fatal(err)
 		}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -54,16 +53,16 @@ func pub(topic, msg, client string, pid uint16, nonce uint64) Publish {
 }
 
 // entry makes a committed entry at index, stamped index seconds after t0.
-func entry(t testing.TB, index uint64, c Command) replication.Entry {
+func entry(t testing.TB, index uint64, c Command) Entry {
 	t.Helper()
 	b, err := EncodeCommand(c)
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	return replication.Entry{Index: index, Term: 1, Time: t0.Add(time.Duration(index) * time.Second), Cmd: b}
+	return Entry{Index: index, Term: 1, Time: t0.Add(time.Duration(index) * time.Second), Cmd: b}
 }
 
-func apply(t testing.TB, s *Sequencer, entries ...replication.Entry) []Result {
+func apply(t testing.TB, s *Sequencer, entries ...Entry) []Result {
 	t.Helper()
 	res, err := s.Apply(entries)
 	if err != nil {
@@ -73,7 +72,7 @@ func apply(t testing.TB, s *Sequencer, entries ...replication.Entry) []Result {
 }
 
 // published returns the result of a one-entry publish apply.
-func published(t testing.TB, s *Sequencer, e replication.Entry) []Published {
+func published(t testing.TB, s *Sequencer, e Entry) []Published {
 	t.Helper()
 	r := apply(t, s, e)[0]
 	if r.Err != nil {
@@ -166,9 +165,9 @@ func (w *workload) publish() Publish {
 }
 
 // next returns the next n entries.
-func (w *workload) next(t testing.TB, n int) []replication.Entry {
+func (w *workload) next(t testing.TB, n int) []Entry {
 	t.Helper()
-	var out []replication.Entry
+	var out []Entry
 	for range n {
 		w.index += uint64(1 + w.r.IntN(2)) // Raft's own entries leave gaps
 		if w.r.IntN(12) == 0 && !w.noTicks {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -35,6 +35,21 @@ type Options struct {
 	// retention, which removes whole segments, may remove other records
 	// since the segments are cut elsewhere.
 	BatchEntries bool
+}
+
+// Entry is one committed command, as the replication layer hands it to
+// its state machine (replication.Entry, field for field: package
+// sequencer/replica adapts one to the other, so that this package needs
+// nothing of the replication layer).
+type Entry struct {
+	// Index is the entry's position in the group's Raft log: increasing,
+	// not gap-free. It marks the records the entry appends.
+	Index uint64
+	Term  uint64
+	// Time is when the leader appended the entry, the same on every
+	// replica: the records' time and a retention tick's now.
+	Time time.Time
+	Cmd  []byte
 }
 
 // Result is what one entry did.
@@ -68,7 +83,8 @@ type Stats struct {
 }
 
 // Sequencer is a placement group's replicated state machine over its topic
-// log. See the package documentation for who may call what.
+// log. See the package documentation for who may call what; package
+// sequencer/replica makes it a replication.FSM.
 type Sequencer struct {
 	// immutable after Open
 	log     *topiclog.Log
@@ -90,8 +106,6 @@ type Sequencer struct {
 		closed  bool
 	}
 }
-
-var _ replication.FSM[Result] = (*Sequencer)(nil)
 
 // Open opens the group's topic log in dir and rebuilds the dedup table from
 // its newest records (doc.go). Applied() is then the log's LastMark.
@@ -193,7 +207,7 @@ const recordOverhead = 64
 // at its entry's time. It returns one Result per entry. An error is an I/O
 // failure of the log: the sequencer refuses to apply anything more, and
 // must be reopened.
-func (s *Sequencer) Apply(entries []replication.Entry) ([]Result, error) {
+func (s *Sequencer) Apply(entries []Entry) ([]Result, error) {
 	if s.failed != nil {
 		return nil, s.failed
 	}
@@ -278,7 +292,7 @@ func (s *Sequencer) fail(err error) error {
 }
 
 // stage deduplicates the publishes of entry i and stages the new ones.
-func (s *Sequencer) stage(i int, e *replication.Entry, ps []Publish, results []Result) {
+func (s *Sequencer) stage(i int, e *Entry, ps []Publish, results []Result) {
 	u := &s.unit
 	out := make([]Published, len(ps))
 	results[i].Publishes = out

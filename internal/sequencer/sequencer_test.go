@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -175,7 +174,7 @@ func TestDedupSurvivesCrash(t *testing.T) {
 
 		crashed := fsys.CrashClone(seed + uint64(round))
 		r := open(t, crashed, opts)
-		from := slices.IndexFunc(es, func(e replication.Entry) bool { return e.Index > r.Applied() })
+		from := slices.IndexFunc(es, func(e Entry) bool { return e.Index > r.Applied() })
 		if from < 0 {
 			from = len(es)
 		}

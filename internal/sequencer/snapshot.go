@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -29,17 +28,17 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-type snapshot struct {
+// Snapshot is a captured state (replication.Snapshot's methods): Persist
+// writes it, Release lets its log files go.
+type Snapshot struct {
 	applied uint64
 	table   []byte
 	log     *topiclog.Snapshot
 }
 
-var _ replication.Snapshot = (*snapshot)(nil)
-
 // Snapshot captures the state: the dedup table (encoded now, so Apply may
 // go on) and a reference to the log's files (topiclog.Log.Snapshot).
-func (s *Sequencer) Snapshot() (replication.Snapshot, error) {
+func (s *Sequencer) Snapshot() (*Snapshot, error) {
 	if s.failed != nil {
 		return nil, s.failed
 	}
@@ -47,11 +46,11 @@ func (s *Sequencer) Snapshot() (replication.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sequencer: snapshot: %w", err)
 	}
-	return &snapshot{applied: s.applied.Load(), table: s.table.appendTo(nil, s.horizon), log: ls}, nil
+	return &Snapshot{applied: s.applied.Load(), table: s.table.appendTo(nil, s.horizon), log: ls}, nil
 }
 
 // Persist writes the snapshot; it runs concurrently with Apply.
-func (sn *snapshot) Persist(w io.Writer) error {
+func (sn *Snapshot) Persist(w io.Writer) error {
 	if err := sn.writeHeader(w); err != nil {
 		return fmt.Errorf("sequencer: write snapshot: %w", err)
 	}
@@ -62,7 +61,7 @@ func (sn *snapshot) Persist(w io.Writer) error {
 }
 
 // writeHeader writes everything before the log's stream.
-func (sn *snapshot) writeHeader(w io.Writer) error {
+func (sn *Snapshot) writeHeader(w io.Writer) error {
 	b := make([]byte, 0, snapHeaderLen+len(sn.table)+4)
 	b = append(b, snapMagic[:]...)
 	b = append(b, snapVersion)
@@ -75,7 +74,7 @@ func (sn *snapshot) writeHeader(w io.Writer) error {
 }
 
 // Release lets the snapshot's log files go.
-func (sn *snapshot) Release() { sn.log.Release() }
+func (sn *Snapshot) Release() { sn.log.Release() }
 
 // readSnapshotTable reads a snapshot's header and table, leaving r at the
 // log's stream.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -67,13 +66,13 @@ func TestRetentionTick(t *testing.T) {
 func TestRefusedEntries(t *testing.T) {
 	s := open(t, topiclog.NewMemFS(), Options{})
 	good := entry(t, 1, PublishCommand(pub("a", "m", "c", 1, 1)))
-	bad := []replication.Entry{
+	bad := []Entry{
 		{Index: 2, Time: t0, Cmd: []byte("garbage")},
 		{Index: 3, Time: t0, Cmd: nil},
 		{Index: 4, Time: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), Cmd: good.Cmd}, // beyond the log's time range
 		{Index: 5, Time: t0, Cmd: append([]byte{2}, good.Cmd[1:]...)},                // another version
 	}
-	res := apply(t, s, append([]replication.Entry{good}, bad...)...)
+	res := apply(t, s, append([]Entry{good}, bad...)...)
 	for i, r := range res[1:] {
 		if !errors.Is(r.Err, ErrInvalid) || r.Publishes != nil {
 			t.Errorf("entry %d: %+v, want refused as invalid", bad[i].Index, r)
@@ -291,13 +290,13 @@ func TestApplyErrorIsFatal(t *testing.T) {
 	armed = true
 	mu.Unlock()
 	e2 := entry(t, 2, PublishCommand(pub("a", "m2", "c", 2, 2)))
-	if _, err := s.Apply([]replication.Entry{e2}); !errors.Is(err, topiclog.ErrInjected) {
+	if _, err := s.Apply([]Entry{e2}); !errors.Is(err, topiclog.ErrInjected) {
 		t.Fatalf("apply with a failing disk: %v", err)
 	}
 	mu.Lock()
 	armed = false
 	mu.Unlock()
-	if _, err := s.Apply([]replication.Entry{entry(t, 3, PublishCommand(pub("a", "m3", "c", 3, 3)))}); err == nil {
+	if _, err := s.Apply([]Entry{entry(t, 3, PublishCommand(pub("a", "m3", "c", 3, 3)))}); err == nil {
 		t.Fatal("a failed sequencer applied another entry")
 	}
 	if s.Applied() != 1 {

@@ -1,4 +1,4 @@
-package sequencer
+package replica
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/memnet"
 	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/sequencer"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -25,38 +26,38 @@ type node struct {
 	dir    string // the engine's data dir (Raft log and snapshots)
 	fs     *topiclog.MemFS
 	engine *replication.Engine
-	seq    *Sequencer
-	group  *replication.Group[Result]
+	seq    *sequencer.Sequencer
+	group  *replication.Group[sequencer.Result]
 }
 
 // rcluster is a replicated group of three sequencers on memnet engines.
 type rcluster struct {
 	t     *testing.T
 	nw    *memnet.Network
-	opts  Options
+	opts  sequencer.Options
 	mu    sync.Mutex // guards nodes' engine, seq and group (publishers read them)
 	nodes map[string]*node
 	// retried counts proposals retried after a lost leader or outcome;
 	// lostDup those of them that had in fact committed (a duplicate).
 	retried, lostDup atomic.Int64
-	killed           map[*replication.Group[Result]]bool // under mu
+	killed           map[*replication.Group[sequencer.Result]]bool // under mu
 	restores         atomic.Int64
 }
 
 // restoreCounter counts the snapshots Raft installs into a sequencer.
 type restoreCounter struct {
-	*Sequencer
+	*FSM
 	n *atomic.Int64
 }
 
 func (r *restoreCounter) Restore(rd io.Reader) error {
 	r.n.Add(1)
-	return r.Sequencer.Restore(rd)
+	return r.FSM.Restore(rd)
 }
 
 // dead reports whether g's node was killed: answers from it never reach
 // the access node (its connection died with it).
-func (c *rcluster) dead(g *replication.Group[Result]) bool {
+func (c *rcluster) dead(g *replication.Group[sequencer.Result]) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.killed[g]
@@ -86,11 +87,11 @@ func (c *rcluster) start(id string, bootstrap bool) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s, err := Open(n.fs, dir, c.opts)
+	s, err := sequencer.Open(n.fs, dir, c.opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	g, err := replication.OpenGroup(context.Background(), e, groupID, replication.FSM[Result](&restoreCounter{s, &c.restores}))
+	g, err := replication.OpenGroup(context.Background(), e, groupID, replication.FSM[sequencer.Result](&restoreCounter{New(s), &c.restores}))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func (c *rcluster) kill(id string, seed uint64) {
 }
 
 // leader waits for a replica that leads and returns its group.
-func (c *rcluster) leader() (string, *replication.Group[Result]) {
+func (c *rcluster) leader() (string, *replication.Group[sequencer.Result]) {
 	for {
 		c.mu.Lock()
 		for id, n := range c.nodes {
@@ -144,7 +145,7 @@ func (c *rcluster) leader() (string, *replication.Group[Result]) {
 // propose commits cmd, retrying the same bytes at whichever replica leads
 // after a lost leader or an unknown outcome, as an access node does, and
 // returns the result of the attempt that got one.
-func (c *rcluster) propose(ctx context.Context, cmd []byte) (Result, error) {
+func (c *rcluster) propose(ctx context.Context, cmd []byte) (sequencer.Result, error) {
 	for {
 		_, g := c.leader()
 		res, err := g.Propose(ctx, cmd)
@@ -152,10 +153,10 @@ func (c *rcluster) propose(ctx context.Context, cmd []byte) (Result, error) {
 			return res, nil
 		}
 		if ctx.Err() != nil {
-			return Result{}, err
+			return sequencer.Result{}, err
 		}
 		if !errors.Is(err, replication.ErrNotLeader) && !errors.Is(err, replication.ErrUnknownOutcome) && !errors.Is(err, replication.ErrClosed) {
-			return Result{}, err
+			return sequencer.Result{}, err
 		}
 		time.Sleep(time.Millisecond) // lint:sleep-ok back-off in a synctest bubble's fake time
 	}
@@ -172,8 +173,8 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 	seed := testSeed(t)
 	synctest.Test(t, func(t *testing.T) {
 		c := &rcluster{t: t, nw: memnet.New(memnet.Options{DefaultRTT: time.Millisecond}), nodes: map[string]*node{},
-			killed: map[*replication.Group[Result]]bool{},
-			opts:   Options{Log: topiclog.Options{SegmentBytes: 4 << 10, Sync: topiclog.SyncNone}}}
+			killed: map[*replication.Group[sequencer.Result]]bool{},
+			opts:   sequencer.Options{Log: topiclog.Options{SegmentBytes: 4 << 10, Sync: topiclog.SyncNone}}}
 		for _, id := range []string{"n1", "n2", "n3"} {
 			c.nodes[id] = &node{id: id, dir: t.TempDir(), fs: topiclog.NewMemFS()}
 		}
@@ -192,8 +193,8 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 
 		const publishers, each, window = 3, 80, 8
 		type ack struct {
-			p   Publish
-			pub Published
+			p   sequencer.Publish
+			pub sequencer.Published
 		}
 		acks := make([][]ack, publishers)
 		var acked atomic.Int64
@@ -206,16 +207,16 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 				for i := 0; i < each; i += window {
 					// A window of publishes in flight, one command each.
 					type inflight struct {
-						p   Publish
+						p   sequencer.Publish
 						cmd []byte
-						pd  *replication.Pending[Result]
+						pd  *replication.Pending[sequencer.Result]
 					}
 					var fl []inflight
 					_, g := c.leader()
 					for k := i; k < min(i+window, each); k++ {
-						pb := Publish{Topic: fmt.Sprintf("t/%d", k%4), Message: fmt.Appendf(pad[:], "p%d-%d", p, k), QoS: 2,
-							Key: Key{Client: fmt.Sprint("client-", p), PacketID: uint16(1 + k%50), Nonce: uint64(p<<32 | k)}}
-						cmd, err := EncodeCommand(PublishCommand(pb))
+						pb := sequencer.Publish{Topic: fmt.Sprintf("t/%d", k%4), Message: fmt.Appendf(pad[:], "p%d-%d", p, k), QoS: 2,
+							Key: sequencer.Key{Client: fmt.Sprint("client-", p), PacketID: uint16(1 + k%50), Nonce: uint64(p<<32 | k)}}
+						cmd, err := sequencer.EncodeCommand(sequencer.PublishCommand(pb))
 						if err != nil {
 							t.Error(err)
 							return
@@ -224,7 +225,7 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 						fl = append(fl, inflight{pb, cmd, pd})
 					}
 					for _, f := range fl {
-						var res Result
+						var res sequencer.Result
 						var err error
 						if f.pd != nil {
 							res, err = f.pd.Wait(ctx)
@@ -286,9 +287,9 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 		retries := 0
 		for p := range publishers {
 			for _, a := range acks[p][each-10:] {
-				cmd, _ := EncodeCommand(PublishCommand(a.p))
+				cmd, _ := sequencer.EncodeCommand(sequencer.PublishCommand(a.p))
 				res, err := c.propose(context.Background(), cmd)
-				if err != nil || res.Publishes[0] != (Published{Index: a.pub.Index, Seq: a.pub.Seq, Duplicate: true}) {
+				if err != nil || res.Publishes[0] != (sequencer.Published{Index: a.pub.Index, Seq: a.pub.Seq, Duplicate: true}) {
 					t.Fatalf("retry of %s: %+v, %v; first answer %+v", a.p.Message[len(pad):], res, err, a.pub)
 				}
 				retries++
@@ -314,7 +315,7 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen := map[Key]int{}
+		seen := map[sequencer.Key]int{}
 		for _, r := range recs {
 			seen[r.Key]++
 		}
@@ -353,23 +354,23 @@ func TestReplicatedGroupExactlyOnce(t *testing.T) {
 func TestSingleReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fsys := topiclog.NewMemFS()
-		opts := Options{Log: topiclog.Options{Sync: topiclog.SyncAlways}, BatchEntries: true}
+		opts := sequencer.Options{Log: topiclog.Options{Sync: topiclog.SyncAlways}, BatchEntries: true}
 		s := open(t, fsys, opts)
-		single, err := replication.NewSingle[Result]("swarm/7", s, replication.SingleConfig{NodeID: "n1", Addr: "10.0.0.1:7950"})
+		single, err := replication.NewSingle[sequencer.Result]("swarm/7", New(s), replication.SingleConfig{NodeID: "n1", Addr: "10.0.0.1:7950"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		const publishers, each = 4, 50
 		cmds := make([][][]byte, publishers)
-		first := make([][]Published, publishers)
+		first := make([][]sequencer.Published, publishers)
 		var wg sync.WaitGroup
 		for p := range publishers {
 			for k := range each {
-				cmd, _ := EncodeCommand(PublishCommand(pub(fmt.Sprint("t/", k%3), fmt.Sprint(p, "-", k), fmt.Sprint("c", p), uint16(1+k), uint64(k))))
+				cmd, _ := sequencer.EncodeCommand(sequencer.PublishCommand(pub(fmt.Sprint("t/", k%3), fmt.Sprint(p, "-", k), fmt.Sprint("c", p), uint16(1+k), uint64(k))))
 				cmds[p] = append(cmds[p], cmd)
 			}
 			wg.Go(func() {
-				var pds []*replication.Pending[Result]
+				var pds []*replication.Pending[sequencer.Result]
 				for _, cmd := range cmds[p] {
 					pd, err := single.Submit(context.Background(), cmd)
 					if err != nil {
@@ -401,7 +402,7 @@ func TestSingleReplica(t *testing.T) {
 		// Crash, reopen, retry everything: all duplicates of the first
 		// answers.
 		r := open(t, fsys.CrashClone(1), opts)
-		single, err = replication.NewSingle[Result]("swarm/7", r, replication.SingleConfig{NodeID: "n1", Addr: "10.0.0.1:7950"})
+		single, err = replication.NewSingle[sequencer.Result]("swarm/7", New(r), replication.SingleConfig{NodeID: "n1", Addr: "10.0.0.1:7950"})
 		if err != nil {
 			t.Fatal(err)
 		}
