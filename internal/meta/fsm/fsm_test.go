@@ -50,13 +50,7 @@ func TestApply(t *testing.T) {
 	moved.Labels.Zone = "z2"
 	moved.JoinedAt = later
 
-	tests := []struct {
-		name  string
-		cmd   Command
-		code  Code   // "" for success
-		field string // expected Error.Field
-		check func(t *testing.T, s State, r Result)
-	}{
+	runApplyCases(t, []applyCase{
 		{name: "register", cmd: RegisterNode(node("n1", TierCore)), check: func(t *testing.T, s State, r Result) {
 			if n, ok := s.Node("n1"); !ok || n.Labels.Tier != TierCore || !n.JoinedAt.Equal(t0) {
 				t.Errorf("node %+v %v", n, ok)
@@ -99,9 +93,26 @@ func TestApply(t *testing.T) {
 		{name: "remove unknown", cmd: RemoveNode("n2"), code: CodeNotFound, field: "node_id"},
 		{name: "unknown op", cmd: Command{Op: "frobnicate"}, code: CodeInvalid, field: "op"},
 		{name: "mixed fields", cmd: Command{Op: OpRemoveNode, NodeID: "n1", Rules: rules}, code: CodeInvalid},
-	}
+	})
+}
+
+// applyCase is one command of a table test, applied at its position in the
+// table (from index 1) to the state the cases before it left.
+type applyCase struct {
+	name  string
+	cmd   Command
+	code  Code   // "" for success
+	field string // expected Error.Field
+	check func(t *testing.T, s State, r Result)
+}
+
+// runApplyCases applies the cases in order and checks each one's outcome,
+// that Apply never changes the state it is called on, and that a refused
+// command changes nothing but the applied index.
+func runApplyCases(t *testing.T, cases []applyCase) {
+	t.Helper()
 	var s State
-	for i, tc := range tests {
+	for i, tc := range cases {
 		before := s.Snapshot()
 		next, res := s.Apply(uint64(i+1), tc.cmd)
 		if !bytes.Equal(s.Snapshot(), before) {
@@ -118,11 +129,25 @@ func TestApply(t *testing.T) {
 		case tc.code != "" && (res.Error.Code != tc.code || tc.field != "" && res.Error.Field != tc.field):
 			t.Errorf("%s: error %+v, want code %s field %q", tc.name, res.Error, tc.code, tc.field)
 		}
+		if tc.code != "" && !bytes.Equal(next.Snapshot(), withApplied(t, before, uint64(i+1))) {
+			t.Errorf("%s: a refused command changed the state", tc.name)
+		}
 		if tc.check != nil {
 			tc.check(t, next, res)
 		}
 		s = next
 	}
+}
+
+// withApplied is snapshot b with its applied index set to index.
+func withApplied(t *testing.T, b []byte, index uint64) []byte {
+	t.Helper()
+	s, err := Restore(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.applied = index
+	return s.Snapshot()
 }
 
 func TestErrorsAreTyped(t *testing.T) {

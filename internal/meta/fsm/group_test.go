@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,13 +30,7 @@ func group(id, home string, voters ...string) Group {
 
 func TestGroupCommands(t *testing.T) {
 	later := t0.Add(time.Hour)
-	tests := []struct {
-		name  string
-		cmd   Command
-		code  Code
-		field string
-		check func(t *testing.T, s State, r Result)
-	}{
+	runApplyCases(t, []applyCase{
 		{name: "register n1", cmd: RegisterNode(node("n1", TierCore))},
 		{name: "register n2", cmd: RegisterNode(node("n2", TierCore))},
 		{name: "register n3", cmd: RegisterNode(node("n3", TierEdge))},
@@ -103,41 +96,7 @@ func TestGroupCommands(t *testing.T) {
 		}},
 		{name: "group command with a foreign field", cmd: Command{Op: OpDeleteGroup, GroupID: "g/1", NodeID: "n1"}, code: CodeInvalid},
 		{name: "create without group", cmd: Command{Op: OpCreateGroup}, code: CodeInvalid},
-	}
-	var s State
-	for i, tc := range tests {
-		before := s.Snapshot()
-		next, res := s.Apply(uint64(i+1), tc.cmd)
-		if !bytes.Equal(s.Snapshot(), before) {
-			t.Fatalf("%s: Apply modified the state it was called on", tc.name)
-		}
-		switch {
-		case tc.code == "" && res.Error != nil:
-			t.Errorf("%s: rejected: %v", tc.name, res.Error)
-		case tc.code != "" && res.Error == nil:
-			t.Errorf("%s: accepted, want %s", tc.name, tc.code)
-		case tc.code != "" && (res.Error.Code != tc.code || tc.field != "" && res.Error.Field != tc.field):
-			t.Errorf("%s: error %+v, want code %s field %q", tc.name, res.Error, tc.code, tc.field)
-		}
-		if tc.code != "" && !bytes.Equal(next.Snapshot(), bytesWithApplied(t, before, uint64(i+1))) {
-			t.Errorf("%s: a refused command changed the state", tc.name)
-		}
-		if tc.check != nil {
-			tc.check(t, next, res)
-		}
-		s = next
-	}
-}
-
-// bytesWithApplied is snapshot b with its applied index set to index.
-func bytesWithApplied(t *testing.T, b []byte, index uint64) []byte {
-	t.Helper()
-	s, err := Restore(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.applied = index
-	return s.Snapshot()
+	})
 }
 
 func TestGroupRecordsAreCopies(t *testing.T) {
