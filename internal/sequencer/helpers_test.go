@@ -1,17 +1,14 @@
 package sequencer
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"path"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/sequencer/sequencertest"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -81,29 +78,13 @@ func published(t testing.TB, s *Sequencer, e Entry) []Published {
 	return r.Publishes
 }
 
-// files returns the log's files by name.
 func files(t testing.TB, fsys *topiclog.MemFS) map[string][]byte {
-	t.Helper()
-	names, err := fsys.List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]byte{}
-	for _, n := range names {
-		b, err := fsys.ReadFile(path.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[n] = b
-	}
-	return out
+	return sequencertest.Files(t, fsys, dir)
 }
 
 func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
 	t.Helper()
-	if !maps.EqualFunc(a, b, bytes.Equal) {
-		t.Fatalf("%s: logs differ: %v vs %v", what, slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b)))
-	}
+	sequencertest.SameFiles(t, what, a, b)
 }
 
 // tableString describes the dedup table in position order.

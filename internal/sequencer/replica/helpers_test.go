@@ -1,14 +1,11 @@
 package replica
 
 import (
-	"bytes"
 	"flag"
-	"maps"
-	"path"
-	"slices"
 	"testing"
 
 	"github.com/sextantmq/sextant/internal/sequencer"
+	"github.com/sextantmq/sextant/internal/sequencer/sequencertest"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -41,27 +38,11 @@ func pub(topic, msg, client string, pid uint16, nonce uint64) sequencer.Publish 
 	return sequencer.Publish{Topic: topic, Message: []byte(msg), QoS: 1, Key: sequencer.Key{Client: client, PacketID: pid, Nonce: nonce}}
 }
 
-// files returns the log's files by name.
 func files(t testing.TB, fsys *topiclog.MemFS) map[string][]byte {
-	t.Helper()
-	names, err := fsys.List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]byte{}
-	for _, n := range names {
-		b, err := fsys.ReadFile(path.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[n] = b
-	}
-	return out
+	return sequencertest.Files(t, fsys, dir)
 }
 
 func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
 	t.Helper()
-	if !maps.EqualFunc(a, b, bytes.Equal) {
-		t.Fatalf("%s: logs differ: %v vs %v", what, slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b)))
-	}
+	sequencertest.SameFiles(t, what, a, b)
 }
