@@ -16,7 +16,7 @@ import (
 // receives the acknowledgement's reason code once every write the
 // acknowledgement depends on is durable.
 func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
-	var ps session.Persist
+	ps := session.Persist{From: from}
 	needSync := false
 	cl := b.cluster
 	if cl != nil && isSys(m.Topic) {
