@@ -467,6 +467,14 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 		return Queued, nil
 	}
 	if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() && d.Msg.Publisher != s.ID {
+		if c := s.mu.conn; c == nil || c.w.closing || c.w.gone {
+			// Its connection is already being closed (a slow consumer cut
+			// off, a takeover): nothing will make room, and the queue goes
+			// with the session. Counted once more as the slow consumer's
+			// loss, without holding the publisher back again.
+			s.env.Metrics.Drop(metrics.DropSlowConsumer, 1)
+			return Dropped, nil
+		}
 		if s.mu.space == nil {
 			s.mu.space = make(chan struct{})
 		}
