@@ -66,6 +66,15 @@ func (b *batch) flush() {
 	if len(conns) == 0 {
 		return
 	}
+	defer func() {
+		// Only after a panic is any left: hand them on rather than leave
+		// them claimed by a batch nobody will flush.
+		for _, c := range conns {
+			if c != nil {
+				c.handOff()
+			}
+		}
+	}()
 	f := flushers.Get().(*flusher)
 	f.now = b.owner.env.Clock.Now()
 	// The reader's own connection first: its acknowledgements are what its

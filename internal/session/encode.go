@@ -70,19 +70,37 @@ func estimateSize(m *message.Message) int {
 	return 16 + len(m.Topic) + len(m.Payload)
 }
 
-// sharedPublish lets the subscribers of a fan-out share one encoding of the
+// sharedPublish lets the subscribers of a fan-out share one encoding of a
 // message within one flush of a batch (see batch.go), where their writes
 // come one after another: the second connection to encode a message in
 // the same form keeps a copy, and the ones after it copy those bytes and
 // patch the packet id, DUP and RETAIN. The form is the protocol version and
 // QoS; messages with properties that differ per subscriber (subscription
-// identifiers, topic aliases, the remaining expiry) are never shared.
+// identifiers, topic aliases, the remaining expiry) are never shared. It
+// remembers the last few messages, as a read may bring several and each
+// subscriber's write then holds them all.
 type sharedPublish struct {
-	m     *message.Message // the last message encoded
+	e    [sharedEntries]sharedEntry
+	next int // the entry to reuse next
+}
+
+const sharedEntries = 8
+
+type sharedEntry struct {
+	m     *message.Message
 	form  byte
-	kept  bool   // b holds its encoding
+	kept  bool   // b holds the encoding
 	b     []byte // the encoding, DUP and RETAIN clear
 	pidAt int    // offset of the packet id in b (QoS > 0)
+}
+
+func (sh *sharedPublish) find(m *message.Message, form byte) *sharedEntry {
+	for i := range sh.e {
+		if e := &sh.e[i]; e.m == m && e.form == form {
+			return e
+		}
+	}
+	return nil
 }
 
 // shareable reports whether d's encoding is the same for every connection
@@ -95,12 +113,12 @@ func (c *Conn) shareable(d *Delivery) bool {
 // reports false when it does not, or when the client's Maximum Packet
 // Size must judge the packet (the ordinary path reports that).
 func (sh *sharedPublish) appendShared(buf []byte, c *Conn, d *Delivery, dup bool) ([]byte, bool) {
-	if !sh.kept || sh.m != d.Msg || sh.form != formOf(c.version, d.QoS) ||
-		(c.clientMaxPacket > 0 && uint32(len(sh.b)) > c.clientMaxPacket) {
+	e := sh.find(d.Msg, formOf(c.version, d.QoS))
+	if e == nil || !e.kept || (c.clientMaxPacket > 0 && uint32(len(e.b)) > c.clientMaxPacket) {
 		return buf, false
 	}
 	start := len(buf)
-	buf = append(buf, sh.b...)
+	buf = append(buf, e.b...)
 	if dup && d.QoS > 0 {
 		buf[start] |= 0x08
 	}
@@ -108,43 +126,50 @@ func (sh *sharedPublish) appendShared(buf []byte, c *Conn, d *Delivery, dup bool
 		buf[start] |= 0x01
 	}
 	if d.QoS > 0 {
-		buf[start+sh.pidAt] = byte(d.pid >> 8)
-		buf[start+sh.pidAt+1] = byte(d.pid)
+		buf[start+e.pidAt] = byte(d.pid >> 8)
+		buf[start+e.pidAt+1] = byte(d.pid)
 	}
 	return buf, true
 }
 
-// note records that enc (just encoded for d) is d's message in d's form: the
-// second time in a row the same message is encoded in the same form, the
-// encoding is kept for the connections after it.
+// note records that enc was just encoded for d: the second time the same
+// message is encoded in the same form, the encoding is kept for the
+// connections after it.
 func (sh *sharedPublish) note(c *Conn, d *Delivery, enc []byte) {
 	form := formOf(c.version, d.QoS)
-	if sh.m != d.Msg || sh.form != form {
-		sh.m, sh.form, sh.kept = d.Msg, form, false
+	e := sh.find(d.Msg, form)
+	if e == nil {
+		e = &sh.e[sh.next]
+		sh.next = (sh.next + 1) % sharedEntries
+		e.m, e.form, e.kept = d.Msg, form, false
 		return
 	}
-	if sh.kept {
+	if e.kept {
 		return
 	}
-	sh.b = append(sh.b[:0], enc...)
-	sh.b[0] &^= 0x09 // DUP and RETAIN are patched per connection
+	e.b = append(e.b[:0], enc...)
+	e.b[0] &^= 0x09 // DUP and RETAIN are patched per connection
 	// Fixed header (type and flags, remaining length as a varint), then the
 	// topic (length-prefixed), then the packet id.
 	h := 1
-	for h < len(sh.b) && sh.b[h]&0x80 != 0 {
+	for h < len(e.b) && e.b[h]&0x80 != 0 {
 		h++
 	}
-	sh.pidAt = h + 1 + 2 + len(d.Msg.Topic)
-	sh.kept = true
+	e.pidAt = h + 1 + 2 + len(d.Msg.Topic)
+	e.kept = true
 }
 
-// reset forgets the shared encoding (the flush it belongs to is over), and
-// the message it refers to.
+// reset forgets the shared encodings (the flush they belong to is over),
+// and the messages they refer to.
 func (sh *sharedPublish) reset() {
-	sh.m, sh.kept = nil, false
-	if cap(sh.b) > maxBatchBytes {
-		sh.b = nil
+	for i := range sh.e {
+		e := &sh.e[i]
+		e.m, e.kept = nil, false
+		if cap(e.b) > maxBatchBytes {
+			e.b = nil
+		}
 	}
+	sh.next = 0
 }
 
 func formOf(v packet.Version, qos byte) byte { return byte(v)<<2 | qos }

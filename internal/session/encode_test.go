@@ -28,7 +28,7 @@ func TestSharedEncodingMatchesOwnEncoding(t *testing.T) {
 	env := &Env{Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewBroker()}
 	now := time.Now()
 	hits := 0
-	for round := 0; round < 300; round++ {
+	newMessage := func(round int) *message.Message {
 		m := &message.Message{
 			Topic:   strings.Repeat("t", 1+rnd.IntN(300)),
 			Payload: bytes.Repeat([]byte{byte(round)}, rnd.IntN(20000)),
@@ -40,6 +40,15 @@ func TestSharedEncodingMatchesOwnEncoding(t *testing.T) {
 		if rnd.IntN(4) == 0 {
 			m.Expiry = now.Add(time.Hour)
 		}
+		return m
+	}
+	for round := 0; round < 100; round++ {
+		// One flush: each connection writes the same few messages (a read
+		// that brought several), so their encodings interleave.
+		msgs := make([]*message.Message, 1+rnd.IntN(sharedEntries+2))
+		for i := range msgs {
+			msgs[i] = newMessage(round)
+		}
 		var sh sharedPublish
 		for k := 0; k < 6; k++ {
 			c := &Conn{env: env, version: packet.V311}
@@ -49,25 +58,28 @@ func TestSharedEncodingMatchesOwnEncoding(t *testing.T) {
 					c.clientAliasMax = 4
 				}
 			}
-			d := Delivery{Msg: m, QoS: byte(rnd.IntN(int(m.QoS) + 1)), Retain: rnd.IntN(2) == 0}
-			if d.QoS > 0 {
-				d.pid = uint16(1 + rnd.IntN(65535))
-			}
-			if rnd.IntN(5) == 0 {
-				d.IDs = []uint32{uint32(1 + rnd.IntN(1000))}
-			}
-			dup := rnd.IntN(2) == 0
-			// The oracle: a connection in the same state encoding alone.
 			own := &Conn{env: env, version: c.version, clientAliasMax: c.clientAliasMax}
-			want, ok1 := own.appendPublish(nil, &d, dup, now, nil)
-			kept := sh.kept && sh.m == m && sh.form == formOf(c.version, d.QoS)
-			got, ok2 := c.appendPublish([]byte("prefix"), &d, dup, now, &sh)
-			if ok1 != ok2 || !bytes.Equal(got[len("prefix"):], want) {
-				t.Fatalf("round %d conn %d (v%d QoS %d retain %v dup %v pid %d ids %v alias %d): shared encoding differs\n got %x\nwant %x",
-					round, k, c.version, d.QoS, d.Retain, dup, d.pid, d.IDs, c.clientAliasMax, got[len("prefix"):min(len(got), 40)], want[:min(len(want), 34)])
-			}
-			if kept && c.shareable(&d) {
-				hits++
+			for _, m := range msgs {
+				d := Delivery{Msg: m, QoS: byte(rnd.IntN(int(m.QoS) + 1)), Retain: rnd.IntN(2) == 0}
+				if d.QoS > 0 {
+					d.pid = uint16(1 + rnd.IntN(65535))
+				}
+				if rnd.IntN(5) == 0 {
+					d.IDs = []uint32{uint32(1 + rnd.IntN(1000))}
+				}
+				dup := rnd.IntN(2) == 0
+				// The oracle: a connection in the same state encoding alone.
+				want, ok1 := own.appendPublish(nil, &d, dup, now, nil)
+				e := sh.find(m, formOf(c.version, d.QoS))
+				kept := e != nil && e.kept
+				got, ok2 := c.appendPublish([]byte("prefix"), &d, dup, now, &sh)
+				if ok1 != ok2 || !bytes.Equal(got[len("prefix"):], want) {
+					t.Fatalf("round %d conn %d (v%d QoS %d retain %v dup %v pid %d ids %v alias %d): shared encoding differs\n got %x\nwant %x",
+						round, k, c.version, d.QoS, d.Retain, dup, d.pid, d.IDs, c.clientAliasMax, got[len("prefix"):min(len(got), 40)], want[:min(len(want), 34)])
+				}
+				if kept && c.shareable(&d) {
+					hits++
+				}
 			}
 		}
 	}

@@ -192,7 +192,7 @@ func (c *Conn) writeLoop(wake chan struct{}) {
 
 // linger waits, without the writer role, until the role is handed back
 // (true) or writerLinger passes or the connection ends (false: the
-// goroutine must exit, and is marked gone).
+// goroutine must exit; it is recorded as gone).
 func (c *Conn) linger(wake chan struct{}, t clock.Timer) bool {
 	s := c.s
 	for {
