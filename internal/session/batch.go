@@ -77,27 +77,36 @@ func (b *batch) flush() {
 	}()
 	f := flushers.Get().(*flusher)
 	f.now = b.owner.env.Clock.Now()
-	// The reader's own connection first: its acknowledgements are what its
-	// client waits for to send more.
+	// A reader that is busy (its read filled its buffer) writes only its own
+	// connection inline, since its client waits for those acknowledgements
+	// to send more, and leaves the others to their writer goroutines: under
+	// load a writer per connection, on another core, batches as well and
+	// keeps the reader reading. Otherwise deliveries go first (they are what
+	// end-to-end latency measures), then the reader's own connection.
+	own := false
 	for i, c := range conns {
-		if c == b.owner {
-			c.flushInline(f)
-			conns[i] = nil
-		}
-	}
-	// A reader that is busy (its read filled its buffer) leaves the others
-	// to their writer goroutines: under load a writer per connection, on
-	// another core, batches as well and keeps the reader reading.
-	for i, c := range conns {
-		if c == nil {
-			continue
-		}
-		if busy {
+		switch {
+		case c == b.owner:
+			own = true
+			if busy {
+				c.flushInline(f)
+			} else {
+				continue // last
+			}
+		case busy:
 			c.handOff()
-		} else {
+		default:
 			c.flushInline(f)
 		}
 		conns[i] = nil
+	}
+	if own && !busy {
+		for i, c := range conns {
+			if c != nil {
+				c.flushInline(f)
+				conns[i] = nil
+			}
+		}
 	}
 	f.shared.reset()
 	if cap(f.buf) > 2*maxBatchBytes {
