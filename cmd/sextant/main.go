@@ -11,16 +11,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
-)
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+	"github.com/sextantmq/sextant/internal/buildinfo"
+)
 
 // CLI is the command tree. Each command type is defined in its own file.
 type CLI struct {
+	ShowVersion kong.VersionFlag `name:"version" help:"Print the version, commit and Go version, and exit."`
+
 	Serve   ServeCmd   `cmd:"" help:"Run a broker node."`
 	Pub     PubCmd     `cmd:"" passthrough:"" help:"Publish messages to any MQTT broker (see sextant pub --help)."`
 	Sub     SubCmd     `cmd:"" passthrough:"" help:"Subscribe and print messages, with latency of stamped ones (see sextant sub --help)."`
@@ -30,7 +32,9 @@ type CLI struct {
 	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
 	Passwd  PasswdCmd  `cmd:"" help:"Add or change a user in a password file (bcrypt), or remove one."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
-	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+	Health  HealthCmd  `cmd:"" help:"Check a node's readiness over its admin API (exit 0 when ready): the container health check."`
+	Node    NodeCmd    `cmd:"" help:"Operate on one node: drain it before a restart or removal."`
+	Version VersionCmd `cmd:"" help:"Print the version, commit and Go version, and exit."`
 }
 
 // env is what every command's Run receives: where to read and write, and a
@@ -69,6 +73,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { exit = c; panic(exitSignal{}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n")},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "sextant: %v\n", err)
@@ -103,11 +108,3 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // exitSignal unwinds kong's help/exit handling back into run.
 type exitSignal struct{}
-
-// VersionCmd prints the build version.
-type VersionCmd struct{}
-
-func (VersionCmd) Run(e *env) error {
-	fmt.Fprintf(e.stdout, "sextant %s\n", version)
-	return nil
-}

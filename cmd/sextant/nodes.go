@@ -24,9 +24,9 @@ type AdminFlags struct {
 	CA    string `name:"ca" env:"SEXTANT_CA" type:"path" help:"PEM CA certificate that verifies a node's admin API served over TLS (admin-tls); implies https." placeholder:"FILE"`
 }
 
-func (a AdminFlags) client() (*client.Client, error) {
+func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
 	if a.CA == "" {
-		return client.New(a.Admin, a.Token), nil
+		return client.New(a.Admin, a.Token, opts...), nil
 	}
 	pem, err := os.ReadFile(a.CA)
 	if err != nil {
@@ -36,7 +36,8 @@ func (a AdminFlags) client() (*client.Client, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", a.CA)
 	}
-	return client.New(a.Admin, a.Token, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})), nil
+	opts = append(opts, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	return client.New(a.Admin, a.Token, opts...), nil
 }
 
 // NodesCmd prints the cluster's nodes and their estimated RTT matrix.

@@ -45,9 +45,12 @@ func (c *PolicyGetCmd) Run(e *env) error {
 }
 
 // policyFile is the file format of `policy set`: the rules, as the API's
-// JSON field names, in YAML or JSON.
+// JSON field names, in YAML or JSON. The version that `policy get` prints
+// is accepted and ignored, so that its output restores as it is (a backup);
+// --expect-version is the compare-and-swap.
 type policyFile struct {
-	Rules []fsm.Rule `json:"rules" yaml:"rules"`
+	Rules   []fsm.Rule `json:"rules" yaml:"rules"`
+	Version *uint64    `json:"version,omitempty" yaml:"version,omitempty"`
 }
 
 // PolicySetCmd replaces the rules.

@@ -2,34 +2,41 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/buildinfo"
 	"github.com/sextantmq/sextant/internal/config"
+	"github.com/sextantmq/sextant/internal/logging"
 	"github.com/sextantmq/sextant/internal/node"
 )
 
 // ServeCmd runs a broker node. Every config field is a flag of the same name
-// as its YAML key; flags given on the command line override the file.
+// as its YAML key and a SEXTANT_ environment variable; the file, then the
+// environment, then flags given on the command line override the defaults.
 type ServeCmd struct {
-	ConfigFile string        `name:"config" help:"YAML config file; its keys are the flag names below." type:"path" placeholder:"FILE"`
+	ConfigFile string        `name:"config" env:"SEXTANT_CONFIG" help:"YAML config file; its keys are the flag names below." type:"path" placeholder:"FILE"`
 	Config     config.Config `embed:""`
 }
 
 func (c *ServeCmd) Run(e *env, kctx *kong.Context) error {
-	cfg, err := c.resolve(kctx)
+	cfg, unknownEnv, err := c.resolve(kctx, os.Environ())
 	if err != nil {
 		return err
 	}
-	log := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
-	n, err := node.New(cfg, node.Options{Log: log, Version: version})
+	log, format := logging.New(e.stderr, cfg.LogLevel, cfg.LogFormat, logging.Env{Getenv: os.Getenv, Stream: logging.Stderr})
+	for _, k := range unknownEnv {
+		log.Warn("ignoring an environment variable that names no configuration key", "var", k)
+	}
+	bi := buildinfo.Read()
+	n, err := node.New(cfg, node.Options{Log: log, Version: bi.Short()})
 	if err != nil {
 		return err
 	}
@@ -37,34 +44,77 @@ func (c *ServeCmd) Run(e *env, kctx *kong.Context) error {
 		_ = n.Shutdown(context.Background())
 		return err
 	}
+	log.Info("sextant build", "version", bi.Short(), "go", bi.GoVersion, "log_format", format)
 	// SIGHUP reloads the TLS certificate, password file, ACL and admin
 	// token file without dropping connections; a file that fails to load
 	// is reported and its previous version kept.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	signalled := false
 	for done := false; !done; {
 		select {
 		case <-e.ctx.Done():
+			done, signalled = true, true
+		case <-n.Stopping():
 			done = true
 		case <-hup:
 			_ = n.Reload() // logs its outcome
 		}
 	}
-	log.Info("shutting down")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return n.Shutdown(ctx)
+	return stop(n, cfg, log, signalled)
 }
 
-// resolve builds the config: defaults, then the file, then the flags that
-// were given explicitly on the command line.
-func (c *ServeCmd) resolve(kctx *kong.Context) (config.Config, error) {
+// stop ends the node within cfg.ShutdownTimeout. After SIGTERM or SIGINT
+// it drains first (clients sent to other nodes with their sessions, the
+// metadata leadership handed over); after a drain through the admin API it
+// only shuts down. A second signal exits at once.
+func stop(n *node.Node, cfg config.Config, log *slog.Logger, signalled bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	force := make(chan os.Signal, 1)
+	signal.Notify(force, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(force)
+	go func() {
+		select {
+		case <-force:
+			log.Error("second stop signal: exiting at once")
+			os.Exit(1)
+		case <-ctx.Done():
+		}
+	}()
+	if signalled {
+		log.Info("stop signal received: draining, then stopping", "drain_timeout", cfg.DrainTimeout, "shutdown_timeout", cfg.ShutdownTimeout)
+		if _, err := n.Drain(ctx, adminapi.DrainRequest{}); errors.Is(err, adminapi.ErrDraining) {
+			select { // a drain through the admin API is under way: let it finish
+			case <-n.Stopping():
+			case <-ctx.Done():
+			}
+		} else if err != nil {
+			log.Warn("drain failed; stopping anyway", "err", err)
+		}
+	}
+	log.Info("shutting down: closing connections, leaving the cluster, flushing the store")
+	err := n.Shutdown(ctx)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		log.Error("the stop did not finish within shutdown-timeout; exiting with what is left open", "shutdown_timeout", cfg.ShutdownTimeout, "err", err)
+	}
+	return err
+}
+
+// resolve builds the config: defaults, then the file, then the SEXTANT_
+// variables of environ, then the flags given explicitly on the command
+// line. It also returns the SEXTANT_ variables that name no key.
+func (c *ServeCmd) resolve(kctx *kong.Context, environ []string) (config.Config, []string, error) {
 	cfg := config.Default()
 	if c.ConfigFile != "" {
 		if err := config.Load(c.ConfigFile, &cfg); err != nil {
-			return cfg, err
+			return cfg, nil, err
 		}
+	}
+	unknown, err := config.FromEnv(environ, &cfg)
+	if err != nil {
+		return cfg, nil, err
 	}
 	for _, p := range kctx.Path {
 		if p.Flag == nil || p.Flag.Name == "config" {
@@ -73,17 +123,7 @@ func (c *ServeCmd) resolve(kctx *kong.Context) (config.Config, error) {
 		config.CopyField(&cfg, &c.Config, p.Flag.Name)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("invalid configuration: %w", err)
+		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	return cfg, nil
-}
-
-func newLogger(w io.Writer, level, format string) *slog.Logger {
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return cfg, unknown, nil
 }

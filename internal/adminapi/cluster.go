@@ -71,21 +71,30 @@ type putPolicies struct {
 	ExpectVersion *uint64    `json:"expect_version,omitempty"`
 }
 
-// Cluster is what the cluster endpoints read and change.
-type Cluster interface {
+// ClusterView is what the cluster endpoints read and change: the members
+// (from gossip), the metadata group and the policy rules.
+type ClusterView interface {
 	Nodes() []NodeInfo
 	Cluster(ctx context.Context) ClusterInfo
 	Policies() PolicySet
 	PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64) (PolicySet, error)
 }
 
+// Timeouts of the cluster endpoints: reading the metadata group's view
+// (its member list comes from the leader), and writing policy rules
+// through it.
+const (
+	clusterReadTimeout = 5 * time.Second
+	policyWriteTimeout = 10 * time.Second
+)
+
 // WithCluster adds /v1/nodes, /v1/cluster and /v1/policies.
-func (s *Server) WithCluster(c Cluster) *Server {
+func (s *Server) WithCluster(c ClusterView) *Server {
 	s.mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.Nodes())
 	})
 	s.mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), clusterReadTimeout)
 		defer cancel()
 		writeJSON(w, http.StatusOK, c.Cluster(ctx))
 	})
@@ -103,7 +112,7 @@ func (s *Server) WithCluster(c Cluster) *Server {
 		if body.Rules == nil {
 			body.Rules = []fsm.Rule{}
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), policyWriteTimeout)
 		defer cancel()
 		ps, err := c.PutPolicies(ctx, body.Rules, body.ExpectVersion)
 		if err != nil {

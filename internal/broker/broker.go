@@ -15,6 +15,7 @@ import (
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/router"
+	"github.com/sextantmq/sextant/internal/run"
 	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/store"
 )
@@ -44,20 +45,21 @@ type Broker struct {
 	cfg     Config
 	clock   clock.Clock
 	log     *slog.Logger
-	metrics *metrics.Broker
+	metrics *metrics.Node
 	store   Store // nil: nothing persisted
 	env     *session.Env
 	started time.Time
 
-	retained *retained.Store
-	matches  sync.Pool // *router.Matches[*session.Session]
+	retained *retained.Index
+	fanouts  sync.Pool // *fanout
 
 	subs struct {
 		sync.RWMutex
-		ix     *router.Index[*session.Session]
-		counts map[string]int // local subscribers per filter, for interest announcements
+		ix *router.Index[*session.Session]
 	}
-	cluster Cluster // nil on a node running alone; set before serving
+	remote *Remote // nil on a node running alone; set before serving
+
+	moved movedSessions // relay.go: sessions released to another node
 
 	mu struct {
 		sync.Mutex
@@ -72,8 +74,13 @@ type Broker struct {
 		tombstones []*message.Message
 	}
 
-	stop    chan struct{}
-	bg      sync.WaitGroup
+	// bg runs the $SYS loop; its context ends when Close begins.
+	bg *run.Group
+	// life bounds the broker's blocking calls (the store's queue, the
+	// directory at CONNECT): it ends when Close gives up waiting for
+	// connections, so that a stalled disk cannot hold them past shutdown.
+	life    context.Context
+	endLife context.CancelFunc
 	connsWG sync.WaitGroup
 }
 
@@ -84,17 +91,17 @@ type timers struct {
 
 // New creates a broker and loads the durable state from st (which may be
 // nil for a broker that persists nothing).
-func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Broker) (*Broker, error) {
+func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Node) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, clock: clk, log: log, metrics: m, store: st,
-		retained: &retained.Store{}, started: clk.Now(), stop: make(chan struct{}),
+		retained: &retained.Index{}, started: clk.Now(), bg: run.NewGroup(context.Background()),
 	}
 	b.subs.ix = router.New[*session.Session]()
-	b.subs.counts = map[string]int{}
 	b.mu.sessions = map[string]*session.Session{}
 	b.mu.attaching = map[string]chan struct{}{}
 	b.mu.timers = map[*session.Session]*timers{}
-	b.matches.New = func() any { return new(router.Matches[*session.Session]) }
+	b.fanouts.New = func() any { return new(fanout) }
+	b.life, b.endLife = context.WithCancel(context.Background())
 	b.env = &session.Env{Clock: clk, Log: log, Metrics: m, Limits: cfg.Limits, Hub: b, Auth: cfg.Auth}
 	if st != nil {
 		b.env.Store = st
@@ -103,8 +110,7 @@ func New(cfg Config, st Store, clk clock.Clock, log *slog.Logger, m *metrics.Bro
 		}
 	}
 	if cfg.SysInterval > 0 {
-		b.bg.Add(1)
-		go b.sysLoop()
+		b.bg.Go(b.sysLoop)
 	}
 	return b, nil
 }
@@ -174,9 +180,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	}
 
 	var moved *SessionState
-	if b.cluster != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Limits.ConnectTimeout)
-		st, err := b.cluster.Takeover(ctx, id, p.CleanStart)
+	if b.remote != nil {
+		ctx, cancel := context.WithTimeout(b.life, b.cfg.Limits.ConnectTimeout)
+		st, err := b.remote.Sessions.Takeover(ctx, id, p.CleanStart)
 		cancel()
 		if errors.Is(err, ErrSessionMoving) {
 			b.log.Warn("session is moving from another node; refusing the CONNECT until it arrives", "client", id, "err", err)
@@ -226,6 +232,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 		b.mu.Lock()
 		b.mu.sessions[id] = s
 		b.mu.Unlock()
+	}
+	if moved != nil && moved.Release != nil {
+		moved.Release() // the session and its interest are here: the old node may end its copy
 	}
 	s.Bind(c)
 	b.mu.Lock()
@@ -354,13 +363,23 @@ func (b *Broker) offlineAndCurrent(s *session.Session) bool {
 // endSession removes s from the registry and the index, discards its queue
 // and deletes its durable state.
 func (b *Broker) endSession(s *session.Session) {
+	b.deregister(s)
+	b.unindex(s, s.Subscriptions())
+	b.retire(s)
+}
+
+// deregister stops s's timers and removes it from the registry.
+func (b *Broker) deregister(s *session.Session) {
 	b.stopTimers(s)
 	b.mu.Lock()
 	if b.mu.sessions[s.ID] == s {
 		delete(b.mu.sessions, s.ID)
 	}
 	b.mu.Unlock()
-	subs := s.Subscriptions()
+}
+
+// unindex removes s's subscriptions from the index.
+func (b *Broker) unindex(s *session.Session, subs map[string]router.Options) {
 	var changes []interestChange
 	b.subs.Lock()
 	for f := range subs {
@@ -370,9 +389,13 @@ func (b *Broker) endSession(s *session.Session) {
 	b.subs.Unlock()
 	b.metrics.Subscriptions.Set(float64(n))
 	b.announceInterest(changes)
+}
+
+// retire ends s, tells the directory and deletes its durable state.
+func (b *Broker) retire(s *session.Session) {
 	s.End()
-	if b.cluster != nil {
-		b.cluster.SessionEnded(s.ID)
+	if b.remote != nil {
+		b.remote.Sessions.SessionEnded(s.ID)
 	}
 	if b.store != nil {
 		var bt store.Batch
@@ -395,17 +418,27 @@ func (b *Broker) persistSession(s *session.Session, disconnectedAt time.Time, do
 		b.commitBehind(&bt)
 		return
 	}
-	if err := b.store.Commit(context.Background(), &bt, done); err != nil {
+	if err := b.commit(&bt, done); err != nil {
 		done(err)
 	}
 }
 
+// storeWaitTimeout bounds how long a broker call waits for room in the
+// store's write queue: a disk that stalls longer fails the write (logged;
+// a QoS 1/2 publish waiting on it is answered with 0x83) instead of
+// holding the connection's reader without a deadline.
+const storeWaitTimeout = 10 * time.Second
+
+// commit queues bt on the store (done runs once it is durable), waiting at
+// most storeWaitTimeout for room, and not past the broker's life.
+func (b *Broker) commit(bt *store.Batch, done func(error)) error {
+	ctx, cancel := context.WithTimeout(b.life, storeWaitTimeout)
+	defer cancel()
+	return b.store.Commit(ctx, bt, done)
+}
+
 func (b *Broker) commitBehind(bt *store.Batch) {
-	if err := b.store.Commit(context.Background(), bt, func(err error) {
-		if err != nil {
-			b.log.Error("store write failed", "err", err)
-		}
-	}); err != nil {
+	if err := b.commit(bt, b.logStoreError); err != nil {
 		b.log.Error("store write failed", "err", err)
 	}
 }
@@ -477,7 +510,7 @@ func (b *Broker) Close(ctx context.Context) error {
 		}
 	}
 	b.mu.Unlock()
-	close(b.stop)
+	b.bg.Stop()
 	for _, c := range conns {
 		c.Disconnect(packet.ServerShuttingDown, "server shutting down")
 	}
@@ -488,6 +521,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+		b.endLife() // what still waits on the store or the directory gives up
 	}
 	b.mu.Lock()
 	var all []*session.Session

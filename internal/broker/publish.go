@@ -1,84 +1,64 @@
 package broker
 
 import (
-	"context"
-	"strings"
+	"slices"
 
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/metrics"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
+	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/router"
 	"github.com/sextantmq/sextant/internal/session"
+	"github.com/sextantmq/sextant/internal/topic"
 )
 
 // Publish implements session.Hub: route m to every matching session. from
 // may be nil for messages the broker itself publishes. done (nil for QoS 0)
 // receives the acknowledgement's reason code once every write the
 // acknowledgement depends on is durable.
+//
+// The path: stamp the message for the cluster, update the retained index,
+// find the local recipients (route), deliver to them (fanOut), hand the
+// message to the other nodes with matching interest (Forward, once per
+// publish), then commit the durable writes and acknowledge. A message
+// another node forwarded here takes the same route and fanOut in
+// DeliverForwarded.
 func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
 	ps := session.Persist{From: from}
 	needSync := false
-	cl := b.cluster
-	if cl != nil && isSys(m.Topic) {
-		cl = nil // $SYS statistics are this node's own
+	r := b.remote
+	if r != nil && topic.IsSys(m.Topic) {
+		r = nil // $SYS statistics are this node's own
 	}
-	if cl != nil {
-		m.Origin = cl.NodeID()
+	if r != nil {
+		m.Origin = r.NodeID
 		if m.Retain {
-			m.Stamp = cl.Stamp()
+			m.Stamp = r.Retained.Stamp()
 		}
 	}
 	if m.Retain {
 		b.retain(m, &ps)
-		if m.QoS > 0 && b.store != nil && !isSys(m.Topic) {
+		if m.QoS > 0 && b.store != nil && !topic.IsSys(m.Topic) {
 			needSync = true
 		}
 	}
 
-	ms := b.matches.Get().(*router.Matches[*session.Session])
-	b.subs.RLock()
-	b.subs.ix.Match(m.Topic, from, ms)
-	b.subs.RUnlock()
+	f := b.fanouts.Get().(*fanout)
+	b.route(m, from, everyGroup, f)
 	code := packet.Success
-	if cl == nil && len(ms.Direct) == 0 && len(ms.Shared) == 0 {
+	if r == nil && len(f.ms.Direct) == 0 && len(f.ms.Shared) == 0 {
 		code = packet.NoMatchingSubscribers
 	}
-	for i := range ms.Direct {
-		d := &ms.Direct[i]
-		dl := session.Delivery{Msg: m, QoS: min(m.QoS, d.QoS), Retain: m.Retain && d.RetainAsPublished}
-		if len(d.IDs) > 0 {
-			dl.IDs = append([]uint32(nil), d.IDs...)
-		}
-		if b.deliver(d.Sub, dl, &ps) {
-			needSync = true
-		}
+	if b.fanOut(f.rs, &ps) {
+		needSync = true
 	}
-	var served []string
-	for i := range ms.Shared {
-		g := &ms.Shared[i]
-		member := pickMember(g, nil)
-		if member == nil {
-			continue
-		}
-		if cl != nil {
-			served = append(served, sharedKey(g.Group, g.Filter))
-		}
-		dl := session.Delivery{Msg: m, QoS: min(m.QoS, member.Opts.QoS), Retain: m.Retain && member.Opts.RetainAsPublished,
-			Shared: sharedKey(g.Group, g.Filter)}
-		if member.Opts.ID != 0 {
-			dl.IDs = []uint32{member.Opts.ID}
-		}
-		if b.deliver(member.Sub, dl, &ps) {
-			needSync = true
-		}
-	}
-	b.matches.Put(ms)
-	if cl != nil {
-		cl.Forward(m, served)
+	if r != nil {
+		r.Forwarder.Forward(m, f.served())
 		if m.Retain {
-			cl.Retained(m)
+			r.Retained.Replicate(m)
 		}
 	}
+	b.putFanout(f)
 
 	if ps.Len() > 0 && b.store != nil {
 		var cb func(error)
@@ -94,7 +74,7 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 		} else {
 			cb = b.logStoreError
 		}
-		err := b.store.Commit(context.Background(), ps.Batch, cb)
+		err := b.commit(ps.Batch, cb)
 		if deferred := ps.Ticket.Committed(); deferred != nil {
 			b.commitBehind(deferred)
 		}
@@ -114,6 +94,105 @@ func (b *Broker) Publish(from *session.Session, m *message.Message, done session
 	if done != nil {
 		done.Ack(code)
 	}
+}
+
+// recipient is one local delivery of a message: a session and what it gets.
+type recipient struct {
+	to *session.Session
+	dl session.Delivery
+}
+
+// fanout is one message's local delivery in the making: the index's
+// matches, the recipients chosen from them and the shared groups served
+// here. Pooled: a publish allocates nothing for it once the buffers have
+// grown.
+type fanout struct {
+	ms   router.Matches[*session.Session]
+	rs   []recipient
+	keys []string
+}
+
+func (b *Broker) putFanout(f *fanout) {
+	clear(f.rs)
+	f.rs = f.rs[:0]
+	clear(f.keys)
+	f.keys = f.keys[:0]
+	b.fanouts.Put(f)
+}
+
+// served returns the shared groups ("$share/group/filter") that got a
+// recipient here, which the cluster must not serve again elsewhere. It is
+// valid until the fanout goes back to the pool.
+func (f *fanout) served() []string {
+	for i := range f.rs {
+		if k := f.rs[i].dl.Shared; k != "" {
+			f.keys = append(f.keys, k)
+		}
+	}
+	return f.keys
+}
+
+// scope says which local subscribers a message goes to: for a local
+// publish, every matching one; for a message forwarded from another node,
+// the direct subscribers if the sender said so and only the shared groups
+// it named (it chose this node to serve them).
+type scope struct {
+	direct    bool
+	allGroups bool
+	groups    []string
+}
+
+// everyGroup is a local publish's scope.
+var everyGroup = scope{direct: true, allGroups: true}
+
+// route matches m against the local subscriptions and lists its recipients
+// in f.rs: one delivery per matching direct subscriber (its subscriptions
+// folded, MQTT 5 3.3.4) and one member of each matching shared group, as
+// sc allows. from's own No Local subscriptions do not match.
+func (b *Broker) route(m *message.Message, from *session.Session, sc scope, f *fanout) {
+	b.subs.RLock()
+	b.subs.ix.Match(m.Topic, from, &f.ms)
+	b.subs.RUnlock()
+	if sc.direct {
+		for i := range f.ms.Direct {
+			d := &f.ms.Direct[i]
+			dl := session.Delivery{Msg: m, QoS: min(m.QoS, d.QoS), Retain: m.Retain && d.RetainAsPublished}
+			if len(d.IDs) > 0 {
+				dl.IDs = append([]uint32(nil), d.IDs...)
+			}
+			f.rs = append(f.rs, recipient{d.Sub, dl})
+		}
+	}
+	for i := range f.ms.Shared {
+		g := &f.ms.Shared[i]
+		key := topic.JoinShared(g.Group, g.Filter)
+		if !sc.allGroups && !slices.Contains(sc.groups, key) {
+			continue
+		}
+		member := pickMember(g, nil)
+		if member == nil {
+			continue
+		}
+		dl := session.Delivery{Msg: m, QoS: min(m.QoS, member.Opts.QoS), Retain: m.Retain && member.Opts.RetainAsPublished, Shared: key}
+		if member.Opts.ID != 0 {
+			dl.IDs = []uint32{member.Opts.ID}
+		}
+		f.rs = append(f.rs, recipient{member.Sub, dl})
+	}
+}
+
+// fanOut offers each delivery to its session, in order, adding the durable
+// writes they need to ps; it reports whether any was added (a QoS 1/2
+// publisher's acknowledgement then waits for them). This is the one loop
+// that delivers a message to local sessions, for local publishes and
+// forwarded messages alike.
+func (b *Broker) fanOut(rs []recipient, ps *session.Persist) (wrote bool) {
+	for i := range rs {
+		if b.deliver(rs[i].to, rs[i].dl, ps) {
+			wrote = true
+		}
+	}
+	return wrote
 }
 
 func (b *Broker) logStoreError(err error) {
@@ -138,6 +217,12 @@ func (b *Broker) commitPersist(p *session.Persist) {
 // deliver offers dl to s, applying back-pressure when a non-persistent
 // session's queue is full; it reports whether a store write was added.
 func (b *Broker) deliver(s *session.Session, dl session.Delivery, ps *session.Persist) bool {
+	if b.relayIfMoved(s, dl) {
+		return false
+	}
+	// A release that began while this delivery was being offered has
+	// taken its final snapshot already: relay the delivery as well.
+	defer b.relayIfMoved(s, dl)
 	before := ps.Len()
 	out, wait := s.Deliver(dl, ps)
 	if out == session.Full {
@@ -191,8 +276,6 @@ func pickMember(g *router.SharedMatch[*session.Session], skip *session.Session) 
 	return fallback
 }
 
-func sharedKey(group, filter string) string { return "$share/" + group + "/" + filter }
-
 // redistributeShared hands the messages a departing member of shared groups
 // had not acknowledged to other members of the same groups.
 func (b *Broker) redistributeShared(s *session.Session) {
@@ -201,7 +284,8 @@ func (b *Broker) redistributeShared(s *session.Session) {
 		return
 	}
 	var ps session.Persist
-	ms := b.matches.Get().(*router.Matches[*session.Session])
+	f := b.fanouts.Get().(*fanout)
+	ms := &f.ms
 	for _, d := range ds {
 		b.subs.RLock()
 		b.subs.ix.Match(d.Msg.Topic, nil, ms)
@@ -209,7 +293,7 @@ func (b *Broker) redistributeShared(s *session.Session) {
 		delivered := false
 		for i := range ms.Shared {
 			g := &ms.Shared[i]
-			if sharedKey(g.Group, g.Filter) != d.Shared {
+			if topic.JoinShared(g.Group, g.Filter) != d.Shared {
 				continue
 			}
 			if member := pickMember(g, s); member != nil {
@@ -227,7 +311,7 @@ func (b *Broker) redistributeShared(s *session.Session) {
 			b.metrics.Drop(metrics.DropQueueFull, 1)
 		}
 	}
-	b.matches.Put(ms)
+	b.putFanout(f)
 	b.commitPersist(&ps)
 }
 
@@ -245,7 +329,7 @@ func (b *Broker) retain(m *message.Message, ps *session.Persist) {
 // another node made a moment earlier.
 func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur *message.Message) bool) bool {
 	if keep == nil && m.Stamp != 0 {
-		keep = func(cur *message.Message) bool { return !newer(m, cur) }
+		keep = func(cur *message.Message) bool { return !retained.Newer(m, cur.Stamp, cur.Origin) }
 	}
 	if keep == nil {
 		keep = func(*message.Message) bool { return false }
@@ -253,7 +337,7 @@ func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur
 	if !b.retained.SetIf(m, keep) {
 		return false
 	}
-	if b.store != nil && !isSys(m.Topic) {
+	if b.store != nil && !topic.IsSys(m.Topic) {
 		if len(m.Payload) == 0 && m.Stamp == 0 {
 			ps.Add().DeleteRetained(m.Topic)
 		} else {
@@ -266,5 +350,3 @@ func (b *Broker) retainIf(m *message.Message, ps *session.Persist, keep func(cur
 	b.metrics.RetainedMessages.Set(float64(b.retained.Len()))
 	return true
 }
-
-func isSys(t string) bool { return strings.HasPrefix(t, "$SYS/") }

@@ -94,14 +94,12 @@ func (b *Broker) sendRetained(s *session.Session, reqs []session.SubRequest, cod
 	b.commitPersist(&ps)
 }
 
-// subscribeLocked adds a subscription to the index and keeps the per-filter
-// counts; b.subs must be held for writing.
+// subscribeLocked adds a subscription to the index and notes it for the
+// cluster's interest; b.subs must be held for writing.
 func (b *Broker) subscribeLocked(s *session.Session, filter string, o router.Options, changes *[]interestChange) (bool, error) {
 	existed, err := b.subs.ix.Subscribe(s, filter, o)
 	if err == nil && !existed {
-		n := b.subs.counts[filter]
-		b.subs.counts[filter] = n + 1
-		b.interestDelta(filter, n, n+1, changes)
+		b.noteInterest(filter, 1, changes)
 	}
 	return existed, err
 }
@@ -111,13 +109,7 @@ func (b *Broker) unsubscribeLocked(s *session.Session, filter string, changes *[
 	if !b.subs.ix.Unsubscribe(s, filter) {
 		return false
 	}
-	n := b.subs.counts[filter]
-	if n <= 1 {
-		delete(b.subs.counts, filter)
-	} else {
-		b.subs.counts[filter] = n - 1
-	}
-	b.interestDelta(filter, n, n-1, changes)
+	b.noteInterest(filter, -1, changes)
 	return true
 }
 

@@ -1,29 +1,20 @@
 package broker
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // sysLoop publishes broker statistics under $SYS/broker/ as retained QoS 0
 // messages every SysInterval, until Close.
-func (b *Broker) sysLoop() {
-	defer b.bg.Done()
-	t := b.clock.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C():
-		}
-		b.publishSys()
-		t.Reset(b.cfg.SysInterval)
-	}
+func (b *Broker) sysLoop(ctx context.Context) {
+	run.Every(ctx, b.clock, 0, b.cfg.SysInterval, func(context.Context) { b.publishSys() })
 }
 
 func (b *Broker) publishSys() {

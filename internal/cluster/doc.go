@@ -1,33 +1,35 @@
-// Package cluster is a node's cluster layer for direct topics: it
-// implements broker.Cluster on top of peer links (package peer) and cluster
-// membership (package membership, or anything with its Members/Events).
-// docs/design/cluster.md describes the semantics; in short:
+// Package cluster is a node's cluster layer for direct topics: the shell
+// (Layer) that wires three parts, each in its own package, to the peer
+// links (package peer) and to membership (package membership, or anything
+// with its Members/Events):
 //
-//   - Interest routing: peers' announced filters are kept in a
-//     router.Index keyed by node id. Forward sends a message once to each
-//     node with matching non-shared interest, and each matching shared group
-//     that had no member on the publisher's node to exactly one node with
-//     members; the receiver delivers locally and never forwards again (one
-//     broker-to-broker hop). A node that fails or leaves loses its interest
-//     at once.
-//   - Retained messages: stamped by a hybrid logical clock, broadcast to
-//     every peer, applied last-writer-wins by (stamp, origin); deletions
-//     leave tombstones for TombstoneTTL; every new link starts with a full
-//     sync both ways.
-//   - Session directory: the owner of a client id is chosen by rendezvous
-//     hashing over the alive members. At CONNECT, Takeover registers the
-//     session here with its owner and, if another alive node held it, has
-//     that node hand it over (package broker closes the client's connection
-//     there and exports the session). Nodes re-register their sessions when
-//     membership changes or when they restart.
+//   - routing: the routing table of peers' announced interest, and the
+//     choice of the nodes a message goes to (Layer.Forward sends it; the
+//     receiving Layer hands it to broker.DeliverForwarded, never further);
+//   - retainsync: retained replication, last writer wins by hybrid logical
+//     stamps (package hlc), tombstones, and a full sync on every new link;
+//   - directory: the session directory (claims spread by rendezvous
+//     hashing over the alive members, two-phase hand-overs at CONNECT).
 //
-// Concurrency: a Cluster is safe for concurrent use; the broker calls it
-// from connection goroutines. It owns two goroutines (the membership
-// watcher and the directory loop) besides the peer manager's, and Close
-// waits for all of them. It calls into the broker without holding its own
-// locks, except that retained updates from peers are applied one at a time
-// under the retained lock (so tombstone checks and applies do not
-// interleave).
+// The shell itself relays what reaches a moved session's old copy after
+// its export to the new node (relay.go: broker.Relay on the old node,
+// Relays.DeliverRelayed on the new one), so a move loses no message.
+//
+// The shell owns what they share: the peer manager and its handler (frames
+// from peers are decoded here and dispatched to the part they belong to),
+// the alive member set (pushed to the directory), the link events (a new
+// link gets the retained snapshot and pokes the directory), the RTT probe
+// and one goroutine group for all of their loops. The broker sees the
+// layer only through the small interfaces of broker.Remote, which Remote
+// fills in. docs/design/cluster.md opens with a map of these parts and
+// walks one cross-node publish through them.
+//
+// Concurrency: a Layer is safe for concurrent use; the broker calls it
+// from connection goroutines. It owns the member watcher, the directory
+// loop, the tombstone sweeper, the RTT prober and the directory's
+// background registrations besides the peer manager's goroutines, and
+// Close waits for all of them. It calls into the broker without holding
+// its own locks.
 //
 // It must not touch sockets except through package peer, and it knows
 // nothing of MQTT packets: the broker and sessions own those.

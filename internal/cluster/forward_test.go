@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/broker"
+	"github.com/sextantmq/sextant/internal/cluster/directory"
+	"github.com/sextantmq/sextant/internal/cluster/retainsync"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/memnet"
 	"github.com/sextantmq/sextant/internal/message"
@@ -20,7 +22,11 @@ type fakeBroker struct {
 	delivered []string // "topic direct groups"
 }
 
-var _ Broker = (*fakeBroker)(nil)
+var (
+	_ Deliverer          = (*fakeBroker)(nil)
+	_ retainsync.Holder  = (*fakeBroker)(nil)
+	_ directory.Sessions = (*fakeBroker)(nil)
+)
 
 func (b *fakeBroker) DeliverForwarded(m *message.Message, direct bool, groups []string) {
 	b.mu.Lock()
@@ -33,6 +39,7 @@ func (b *fakeBroker) HandOver(string, bool) (*broker.SessionState, error) {
 }
 func (b *fakeBroker) ExportSession(string) (*broker.SessionState, error) { return nil, nil }
 func (b *fakeBroker) ReleaseSession(*broker.SessionState)                {}
+func (b *fakeBroker) DeliverRelayed(string, []broker.Relayed) int        { return 0 }
 func (b *fakeBroker) HoldsSession(string) bool                           { return false }
 func (b *fakeBroker) RetainedTombstones() []*message.Message             { return nil }
 func (b *fakeBroker) ForgetTombstone(string, uint64)                     {}
@@ -57,7 +64,7 @@ func (s *staticMembers) Members() []membership.Member    { return s.ms }
 func (s *staticMembers) Events() <-chan membership.Event { return s.events }
 
 type unitNode struct {
-	c  *Cluster
+	c  *Layer
 	b  *fakeBroker
 	ev chan membership.Event
 }
@@ -77,7 +84,7 @@ func startUnitCluster(t *testing.T, nw *memnet.Network, ids ...string) []*unitNo
 		}
 		b := &fakeBroker{}
 		ev := make(chan membership.Event, 16)
-		c, err := New(Config{NodeID: id, Broker: b, Members: &staticMembers{ms: ms, events: ev}, Listener: ln,
+		c, err := New(Config{NodeID: id, Deliver: b, Relays: b, Retained: b, Sessions: b, Members: &staticMembers{ms: ms, events: ev}, Listener: ln,
 			Dial: nw.DialFrom(fmt.Sprintf("10.0.0.%d", i+1))})
 		if err != nil {
 			t.Fatal(err)
@@ -110,11 +117,11 @@ func TestForwardOncePerNodeOneNodePerGroup(t *testing.T) {
 		defer nw.Close()
 		ns := startUnitCluster(t, nw, "a", "b", "c")
 		a, b, c := ns[0], ns[1], ns[2]
-		b.c.Interest("x/#", true)
-		b.c.Interest("x/+", true)
-		b.c.Interest("$share/g/x/#", true)
-		c.c.Interest("$share/g/x/#", true)
-		c.c.Interest("$share/h/x/y", true)
+		b.c.AddInterest("x/#", 1)
+		b.c.AddInterest("x/+", 1)
+		b.c.AddInterest("$share/g/x/#", 1)
+		c.c.AddInterest("$share/g/x/#", 1)
+		c.c.AddInterest("$share/h/x/y", 1)
 		poll(t, "interest known at a", func() bool {
 			in := a.c.RemoteInterest()
 			return len(in["b"]) == 3 && len(in["c"]) == 2

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -14,92 +13,88 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/sextantmq/sextant/internal/broker"
 	"github.com/sextantmq/sextant/internal/brokertest"
-	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/cluster"
-	"github.com/sextantmq/sextant/internal/listener"
-	"github.com/sextantmq/sextant/internal/membership"
-	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
-	"github.com/sextantmq/sextant/internal/peer"
+	"github.com/sextantmq/sextant/internal/node"
 )
 
-// staticMembers is a fixed member list: the benchmark runs without gossip.
-type staticMembers struct {
-	ms     []membership.Member
-	events chan membership.Event
-}
-
-func (s *staticMembers) Members() []membership.Member    { return s.ms }
-func (s *staticMembers) Events() <-chan membership.Event { return s.events }
-
-// benchNode is a broker on loopback TCP, with a cluster layer when it has
-// peers.
+// benchNode is a node on loopback TCP, built by node.New as `sextant
+// serve` builds one, without a store (node.Options.Ephemeral: the
+// benchmark measures the data path, not the disk).
 type benchNode struct {
 	id      string
-	broker  *broker.Broker
-	cluster *cluster.Cluster
-	mqtt    *listener.Server
+	node    *node.Node
+	cluster *cluster.Layer // nil on a node running alone
+	mqtt    string
 }
 
-// startBenchNodes starts n nodes on loopback TCP; with n > 1 they are
-// linked by peer links over TCP.
+// startBenchNodes starts n nodes on loopback TCP; with n > 1 they form a
+// cluster (gossip, metadata group and peer links on each node's cluster
+// address) and are linked by peer links over TCP.
 func startBenchNodes(b *testing.B, n int) []*benchNode {
 	b.Helper()
-	log := slog.New(slog.DiscardHandler)
-	peerLns := make([]net.Listener, n)
-	var ms []membership.Member
+	nodes := make([]*benchNode, 0, n)
+	var join []string
 	for i := range n {
+		cfg := config.Default()
+		cfg.NodeID = fmt.Sprintf("n%d", i+1)
+		cfg.DataDir = b.TempDir()
+		cfg.MQTTAddr, cfg.WSAddr, cfg.AdminAddr = "127.0.0.1:0", "", ""
+		cfg.MaxConnections = 1000
+		cfg.MaxQueuedMessages = 100000
+		cfg.SysInterval = 0
+		if n > 1 {
+			cfg.ClusterAddr = freeAddr(b)
+			cfg.Join = join
+			join = []string{cfg.ClusterAddr}
+		}
+		nd, err := node.New(cfg, node.Options{Version: "bench", Ephemeral: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := nd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = nd.Shutdown(ctx)
+		})
+		nodes = append(nodes, &benchNode{id: cfg.NodeID, node: nd, cluster: nd.ClusterLayer(), mqtt: nd.Addr("mqtt")})
+	}
+	if n > 1 {
+		until(b, "cluster formed", func() bool {
+			for _, nd := range nodes {
+				if len(nd.cluster.Alive()) != n {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	return nodes
+}
+
+// freeAddr returns a loopback address whose port is free for TCP and UDP
+// (a cluster address carries both).
+func freeAddr(b *testing.B) string {
+	b.Helper()
+	for range 20 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		peerLns[i] = ln
-		ms = append(ms, membership.Member{ID: fmt.Sprintf("n%d", i+1), State: membership.StateAlive,
-			Labels: membership.Labels{Tier: membership.TierEdge, PeerAddr: ln.Addr().String()}})
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			_ = pc.Close()
+			return addr
+		}
 	}
-	nodes := make([]*benchNode, n)
-	for i := range n {
-		lim := Limits()
-		lim.MaxQueued = 100000
-		nd := &benchNode{id: ms[i].ID}
-		br, err := broker.New(broker.Config{Limits: lim, MaxConnections: 1000, Version: "bench"}, nil, clock.Real{}, log, metrics.NewBroker())
-		if err != nil {
-			b.Fatal(err)
-		}
-		nd.broker = br
-		if n > 1 {
-			nd.cluster, err = cluster.New(cluster.Config{NodeID: nd.id, Broker: br, Dial: peer.DialTCP,
-				Members: &staticMembers{ms: ms, events: make(chan membership.Event)}, Listener: peerLns[i], Log: log})
-			if err != nil {
-				b.Fatal(err)
-			}
-			br.SetCluster(nd.cluster)
-			nd.cluster.Start()
-		} else {
-			_ = peerLns[i].Close()
-		}
-		mln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		nd.mqtt = listener.ServeTCP(mln, br, log, listener.Options{})
-		nodes[i] = nd
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, nd := range nodes {
-			_ = nd.mqtt.Close()
-			_ = nd.broker.Close(ctx)
-			_ = nd.mqtt.Wait(ctx)
-			if nd.cluster != nil {
-				_ = nd.cluster.Close()
-			}
-		}
-	})
-	return nodes
+	b.Fatal("no free port for TCP and UDP")
+	return ""
 }
 
 // until polls cond on real time (benchmarks run outside bubbles).
@@ -141,7 +136,7 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 	if nodes > 1 {
 		until(b, "link up", func() bool { l := pubNode.cluster.Peers().Link(subNode.id); return l != nil && l.Up() })
 	}
-	sub := brokertest.DialPipe(b, subNode.mqtt.Addr().String(), "sub")
+	sub := brokertest.DialPipe(b, subNode.mqtt, "sub")
 	sub.Send(b, &packet.Subscribe{PacketID: 1, Subs: []packet.Subscription{{Filter: "bench/t", QoS: qos}, {Filter: "bench/end", QoS: 1}}})
 	sub.Flush(b)
 	if p, err := sub.R.Next(); err != nil || p.Type() != packet.SUBACK {
@@ -152,7 +147,7 @@ func benchP2P(b *testing.B, nodes int, qos byte, pingpong bool) {
 			return slices.Contains(pubNode.cluster.RemoteInterest()[subNode.id], "bench/t")
 		})
 	}
-	pub := brokertest.DialPipe(b, pubNode.mqtt.Addr().String(), "pub")
+	pub := brokertest.DialPipe(b, pubNode.mqtt, "pub")
 
 	hist := hdrhistogram.New(1, int64(10*time.Second), 3)
 	delivered := 0

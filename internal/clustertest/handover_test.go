@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/cluster"
+	"github.com/sextantmq/sextant/internal/cluster/directory"
+	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -28,7 +30,7 @@ func handOverSetupOwned(t *testing.T, n, owner int, opts ...func(*Options)) (c *
 	ids := []string{c.Node(0).ID, c.Node(1).ID, n3.ID}
 	for i := 0; ; i++ {
 		id = fmt.Sprintf("mover-%d", i)
-		if cluster.DirectoryOwner(id, ids) == ids[owner] {
+		if directory.Owner(id, ids) == ids[owner] {
 			break
 		}
 	}
@@ -112,9 +114,7 @@ func TestHandOverAnswerLostIsAskedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, id, want := handOverSetup(t, 20, func(o *Options) {
 			o.Cluster = func(cfg *cluster.Config) { cfg.DirectoryTimeout = time.Minute }
-			lim := Limits()
-			lim.ConnectTimeout = 2 * time.Minute
-			o.Limits = &lim
+			o.Config = func(cfg *config.Config) { cfg.ConnectTimeout = 2 * time.Minute }
 		})
 		n1, n2 := c.Node(0), c.Node(1)
 		done := resumeAsync(n2, id)
@@ -230,7 +230,7 @@ func TestCleanStartDoesNotWaitForTheDirectory(t *testing.T) {
 		ids := []string{n1.ID, n2.ID, n3.ID}
 		var id string
 		for i := 0; ; i++ {
-			if id = fmt.Sprintf("fresh-%d", i); cluster.DirectoryOwner(id, ids) == n1.ID {
+			if id = fmt.Sprintf("fresh-%d", i); directory.Owner(id, ids) == n1.ID {
 				break
 			}
 		}

@@ -5,38 +5,37 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/broker"
-	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/cluster"
-	"github.com/sextantmq/sextant/internal/listener"
+	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/memnet"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/node"
 	"github.com/sextantmq/sextant/internal/peer"
-	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/store"
 )
 
-// Ports every node uses on its own host.
+// Ports every node uses on its own host: the cluster address (gossip,
+// metadata group and peer links, as in production) and MQTT.
 const (
-	gossipPort = 7946
-	peerPort   = 7950
-	mqttPort   = 1883
+	clusterPort = 7950
+	mqttPort    = 1883
 )
 
 // Options tune a test cluster.
 type Options struct {
-	// Store gives every node a bbolt store in a temporary directory (kept
-	// across Restart); without it nodes persist nothing.
+	// Store gives every node its bbolt store (kept across Restart); without
+	// it nodes persist nothing (node.Options.Ephemeral).
 	Store bool
-	// Limits are the brokers' session limits (default: Limits()).
-	Limits *session.Limits
+	// Config adjusts each node's configuration (the defaults, with the
+	// changes nodeConfig lists) before the node is built.
+	Config func(*config.Config)
 	// Peer tunes the peer links.
 	Peer peer.Options
 	// Seed seeds the network's loss and the links' jitter (default 1).
@@ -45,21 +44,12 @@ type Options struct {
 	Cluster func(*cluster.Config)
 }
 
-// Limits returns session limits for tests: the node's defaults, with
-// persistent sessions allowed and keep alive not enforced.
-func Limits() session.Limits {
-	return session.Limits{
-		MaxPacketSize: 1 << 20, ReceiveMaximum: 1024, MaxInflight: 1024,
-		MaxQueued: 10000, MaxStored: 100000, TopicAliasMaximum: 64, MaxKeepAlive: 65535,
-		MaxSubscriptions: 1000, MaxTopicLength: 65535, MaxTopicLevels: 128, MaxClientIDLength: 256,
-		ConnectTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, SlowConsumer: 5 * time.Second,
-	}
-}
-
-// Cluster is a set of in-process nodes on one memnet network. Create it
-// inside a testing/synctest bubble: gossip, failure detection and link
-// backoff then run on fake time (outside one, its cleanup would wait two
-// real minutes for gossip timers to expire).
+// Cluster is a set of in-process nodes on one memnet network, each built
+// by node.New as `sextant serve` builds one, on its own host of the
+// network. Create it inside a testing/synctest bubble: gossip, failure
+// detection, the metadata group's Raft, link backoff and latency then run
+// on fake time (outside one, its cleanup would wait two real minutes for
+// gossip timers to expire).
 type Cluster struct {
 	T     *testing.T
 	Net   *memnet.Network
@@ -68,20 +58,18 @@ type Cluster struct {
 	log   *slog.Logger
 }
 
-// Node is one in-process node: a broker with its cluster layer, membership
-// and listeners on host "10.0.0.<i+1>".
+// Node is one in-process node (a node.Node) on host "10.0.0.<i+1>". Its
+// part fields are those of the current run: Restart replaces them.
 type Node struct {
 	ID, Host string
 	Index    int
+	Node     *node.Node
 	Broker   *broker.Broker
-	Cluster  *cluster.Cluster
-	Members  *membership.Membership
-	Store    *store.Store
-	Metrics  *metrics.Broker
+	Cluster  *cluster.Layer
+	Store    *store.Store // nil without Options.Store
+	Metrics  *metrics.Node
 	c        *Cluster
 	dataDir  string
-	mux      *peer.Mux
-	mqtt     *listener.Server
 
 	mu      sync.Mutex
 	running bool
@@ -117,10 +105,7 @@ func Start(t *testing.T, n int, rtt [][]time.Duration, opts ...func(*Options)) *
 		<-settle.C
 	})
 	for i := range n {
-		nd := &Node{ID: fmt.Sprintf("n%d", i+1), Host: hostOf(i), Index: i, c: c}
-		if o.Store {
-			nd.dataDir = t.TempDir()
-		}
+		nd := &Node{ID: fmt.Sprintf("n%d", i+1), Host: hostOf(i), Index: i, c: c, dataDir: t.TempDir()}
 		c.nodes = append(c.nodes, nd)
 		if err := nd.start(); err != nil {
 			t.Fatalf("clustertest: start %s: %v", nd.ID, err)
@@ -164,86 +149,63 @@ func (c *Cluster) running() []*Node {
 	return out
 }
 
-// start builds and starts the node's parts.
-func (n *Node) start() error {
-	c := n.c
-	lim := Limits()
-	if c.opts.Limits != nil {
-		lim = *c.opts.Limits
-	}
-	n.Metrics = metrics.NewBroker()
-	var st broker.Store
-	if n.dataDir != "" {
-		s, err := store.Open(filepath.Join(n.dataDir, "sextant.db"), store.Options{Fsync: store.FsyncNever})
-		if err != nil {
-			return err
-		}
-		n.Store, st = s, s
-	}
-	b, err := broker.New(broker.Config{Limits: lim, MaxConnections: 100000, Version: "test"}, st, clock.Real{}, c.log.With("node", n.ID), n.Metrics)
-	if err != nil {
-		return err
-	}
-	n.Broker = b
-
-	peerLn, err := c.Net.Listen(fmt.Sprintf("%s:%d", n.Host, peerPort))
-	if err != nil {
-		return err
-	}
-	n.mux = peer.NewMux(peerLn, 0, c.log)
-	links := n.mux.Listener(peer.Kind)
-	n.mux.Start()
-
-	gossip := fmt.Sprintf("%s:%d", n.Host, gossipPort)
-	pc, err := c.Net.ListenPacket(gossip)
-	if err != nil {
-		return err
-	}
-	gl, err := c.Net.Listen(gossip)
-	if err != nil {
-		return err
-	}
-	tr, err := membership.NewTransport(pc, gl, c.Net.DialFrom(n.Host), nil)
-	if err != nil {
-		return err
-	}
-	var join []string
-	for _, o := range c.running() {
+// nodeConfig is the node's configuration: the defaults, on its host of the
+// network, joining through a running node, with what a test cluster
+// changes: every client of a node comes from the node's own host, so no
+// per-address or publish-rate limits (and anonymous clients are allowed);
+// no $SYS, admin API or WebSocket listener; nothing fsynced; and the wan
+// timing, whose slower Raft heartbeats and gossip probes cost less CPU per
+// second of fake time (an idle metadata group on the lan timing replicates
+// to every member 50 times a second), which keeps the suite as fast as it
+// was before the harness ran the metadata group.
+func (n *Node) nodeConfig() config.Config {
+	cfg := config.Default()
+	cfg.NodeID = n.ID
+	cfg.DataDir = n.dataDir
+	cfg.ClusterAddr = fmt.Sprintf("%s:%d", n.Host, clusterPort)
+	cfg.MQTTAddr = fmt.Sprintf("%s:%d", n.Host, mqttPort)
+	cfg.WSAddr, cfg.AdminAddr = "", ""
+	cfg.Site, cfg.Zone, cfg.Tier = "s"+n.ID, "z", membership.TierEdge
+	cfg.AllowAnonymous = "true"
+	cfg.MaxConnections = 100000
+	cfg.MaxConnsPerIP, cfg.ConnectRatePerIP = 0, 0
+	cfg.PublishRate, cfg.PublishBytes = 0, 0
+	cfg.AuthFailDelay = 0
+	cfg.SysInterval = 0
+	cfg.Fsync = "never"
+	cfg.ClusterTiming = "wan"
+	for _, o := range n.c.running() {
 		if o != n {
-			join = append(join, fmt.Sprintf("%s:%d", o.Host, gossipPort))
+			cfg.Join = []string{fmt.Sprintf("%s:%d", o.Host, clusterPort)}
 			break
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	n.Members, err = membership.Start(ctx, membership.Config{
-		NodeID: n.ID, Transport: tr, Join: join,
-		Tags: membership.Labels{Site: "s" + n.ID, Zone: "z", Tier: membership.TierEdge,
-			MQTTAddr: fmt.Sprintf("%s:%d", n.Host, mqttPort), PeerAddr: fmt.Sprintf("%s:%d", n.Host, peerPort)},
+	if n.c.opts.Config != nil {
+		n.c.opts.Config(&cfg)
+	}
+	return cfg
+}
+
+// start builds the node through node.New and starts it.
+func (n *Node) start() error {
+	c := n.c
+	nd, err := node.New(n.nodeConfig(), node.Options{
+		Log: c.log.With("node", n.ID), Version: "test", Network: c.Net.Host(n.Host),
+		Seed: c.opts.Seed + uint64(n.Index), Ephemeral: !c.opts.Store,
+		Cluster: func(cfg *cluster.Config) {
+			cfg.Peer = c.opts.Peer
+			if c.opts.Cluster != nil {
+				c.opts.Cluster(cfg)
+			}
+		},
 	})
 	if err != nil {
 		return err
 	}
-	cfg := cluster.Config{
-		NodeID: n.ID, Broker: b, Members: n.Members, Listener: links, Dial: c.Net.DialFrom(n.Host),
-		Registerer: n.Metrics.Registry, Log: c.log.With("node", n.ID), Seed: c.opts.Seed + uint64(n.Index),
-		Peer: c.opts.Peer,
-	}
-	if c.opts.Cluster != nil {
-		c.opts.Cluster(&cfg)
-	}
-	n.Cluster, err = cluster.New(cfg)
-	if err != nil {
+	if err := nd.Start(); err != nil {
 		return err
 	}
-	b.SetCluster(n.Cluster)
-	n.Cluster.Start()
-
-	mln, err := c.Net.Listen(fmt.Sprintf("%s:%d", n.Host, mqttPort))
-	if err != nil {
-		return err
-	}
-	n.mqtt = listener.ServeTCP(mln, b, c.log, listener.Options{})
+	n.Node, n.Broker, n.Cluster, n.Store, n.Metrics = nd, nd.Broker(), nd.ClusterLayer(), nd.Store(), nd.Metrics()
 	n.mu.Lock()
 	n.running = true
 	n.mu.Unlock()
@@ -257,8 +219,8 @@ func (n *Node) Running() bool {
 	return n.running
 }
 
-// stop shuts the node down without a graceful leave: the others see it
-// fail. Safe to call twice.
+// stop shuts the node down without a graceful leave (node.Halt): the
+// others see it fail. Safe to call twice.
 func (n *Node) stop() {
 	n.mu.Lock()
 	if !n.running {
@@ -267,17 +229,9 @@ func (n *Node) stop() {
 	}
 	n.running = false
 	n.mu.Unlock()
-	_ = n.mqtt.Close()
-	_ = n.Members.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = n.Broker.Close(ctx)
-	_ = n.mqtt.Wait(ctx)
-	_ = n.Cluster.Close()
-	_ = n.mux.Close()
-	if n.Store != nil {
-		_ = n.Store.Close()
-	}
+	_ = n.Node.Halt(ctx)
 }
 
 // Kill stops node i abruptly, as a crashed process: no graceful leave, its

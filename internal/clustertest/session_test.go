@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sextantmq/sextant/internal/cluster"
+	"github.com/sextantmq/sextant/internal/cluster/directory"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -210,7 +210,7 @@ func TestStaleSessionDroppedAfterRestart(t *testing.T) {
 func pickClient(nodes []string, want string) string {
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("roamer-%d", i)
-		if cluster.DirectoryOwner(id, nodes) == want {
+		if directory.Owner(id, nodes) == want {
 			return id
 		}
 	}

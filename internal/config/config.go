@@ -50,7 +50,7 @@ type Config struct {
 	AdminReadToken string `name:"admin-read-token" yaml:"admin-read-token" default:"" help:"Bearer token of the admin API's read scope (GET endpoints and /metrics)."`
 
 	LogLevel  string `name:"log-level" yaml:"log-level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
-	LogFormat string `name:"log-format" yaml:"log-format" default:"text" enum:"text,json" help:"Log format: text or json."`
+	LogFormat string `name:"log-format" yaml:"log-format" default:"auto" enum:"auto,text,json,journal" help:"Log format: text, json, journal (text without timestamps, each line prefixed with its syslog priority, for the systemd journal) or auto (journal when stderr is the journal, else text)."`
 
 	Fsync         string        `name:"fsync" yaml:"fsync" default:"always" enum:"always,batch,never" help:"When durable writes reach the disk: always (before acknowledging), batch (every fsync-interval), never (left to the OS). See README."`
 	FsyncInterval time.Duration `name:"fsync-interval" yaml:"fsync-interval" default:"100ms" help:"How often written data is fsynced with --fsync=batch."`
@@ -78,6 +78,9 @@ type Config struct {
 	SlowConsumer      time.Duration `name:"slow-consumer-timeout" yaml:"slow-consumer-timeout" default:"5s" help:"How long a full subscriber queue may hold back a QoS 1/2 publisher before the subscriber is treated as slow."`
 	WriteTimeout      time.Duration `name:"write-timeout" yaml:"write-timeout" default:"30s" help:"A client that accepts no bytes for this long is disconnected."`
 	SysInterval       time.Duration `name:"sys-interval" yaml:"sys-interval" default:"10s" help:"How often $SYS/ statistics are published (0 disables)."`
+
+	DrainTimeout    time.Duration `name:"drain-timeout" yaml:"drain-timeout" default:"15s" help:"On SIGTERM or a drain, how long to wait for connected persistent sessions to be taken over by other nodes before stopping (0: do not wait; a node running alone never waits)."`
+	ShutdownTimeout time.Duration `name:"shutdown-timeout" yaml:"shutdown-timeout" default:"30s" help:"Bound on the whole stop after SIGTERM, drain included: past it the process exits with what is not yet closed. Keep it below the service manager's stop timeout."`
 }
 
 // Validate checks the whole config and returns every problem found, joined.
@@ -109,7 +112,7 @@ func (c *Config) Validate() error {
 		bad(field, "%q is not one of %s", v, strings.Join(allowed, ", "))
 	}
 	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
-	oneOf("log-format", c.LogFormat, "text", "json")
+	oneOf("log-format", c.LogFormat, "auto", "text", "json", "journal")
 	oneOf("fsync", c.Fsync, "always", "batch", "never")
 	oneOf("tier", c.Tier, "edge", "core")
 	oneOf("cluster-timing", c.ClusterTiming, "lan", "wan")
@@ -184,8 +187,13 @@ func (c *Config) Validate() error {
 	if c.WriteTimeout <= 0 {
 		bad("write-timeout", "must be positive")
 	}
-	if c.MaxSessionExpiry < 0 || c.SysInterval < 0 || c.FsyncInterval < 0 || c.AuthFailDelay < 0 {
+	if c.MaxSessionExpiry < 0 || c.SysInterval < 0 || c.FsyncInterval < 0 || c.AuthFailDelay < 0 || c.DrainTimeout < 0 {
 		bad("durations", "must not be negative")
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "must be positive")
+	} else if c.DrainTimeout >= c.ShutdownTimeout {
+		bad("drain-timeout", "%v leaves no time to stop within shutdown-timeout %v", c.DrainTimeout, c.ShutdownTimeout)
 	}
 	return errors.Join(errs...)
 }

@@ -2,19 +2,23 @@ package lint
 
 import (
 	"bufio"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
 // pureCores may not do I/O or read the clock: they take inputs and return
-// outputs, and a shell elsewhere drives them.
+// outputs, and a shell elsewhere drives them. The rule is transitive: a
+// core may import only packages that are I/O-free themselves.
 var pureCores = []string{
 	"internal/mqtt/packet",
 	"internal/topic",
@@ -23,9 +27,41 @@ var pureCores = []string{
 	"internal/coords",
 	"internal/placement",
 	"internal/meta/fsm",
+	"internal/cluster/routing",
+	"internal/cluster/hlc",
 }
 
-var forbiddenInCores = []string{"net", "net/http", "os", "os/exec", "syscall", "github.com/tetratelabs/wazero"}
+// forbiddenInCores are the I/O packages: the standard library's network,
+// file and process access, and the module's and dependencies' packages
+// that own sockets, files, Raft or gossip. Paths ending in "/" forbid
+// every package below them.
+var forbiddenInCores = []string{
+	"net", "net/http", "os", "os/exec", "syscall",
+	"github.com/tetratelabs/wazero/",
+	"github.com/hashicorp/raft", "github.com/hashicorp/raft-wal/", "github.com/hashicorp/raft-wal",
+	"github.com/hashicorp/serf/serf", "github.com/hashicorp/memberlist", "go.etcd.io/bbolt",
+	"internal/store", "internal/peer", "internal/netx", "internal/membership", "internal/meta",
+	"internal/listener", "internal/session", "internal/broker", "internal/node", "internal/clock",
+	"internal/cluster", "internal/cluster/directory", "internal/cluster/retainsync",
+}
+
+// harnesses are the test harness packages: production code never imports
+// them (tests and other harnesses may). A package whose name ends in
+// "test" counts as one too.
+var harnesses = []string{
+	"internal/brokertest",
+	"internal/clustertest",
+	"internal/memnet",
+	"internal/tlstest",
+	"internal/mqtt/packettest",
+	"internal/mqttclient/mqttclienttest",
+	"internal/clock/clocktest",
+}
+
+// nodeImporters are the production packages allowed to import
+// internal/node, the composition root: the command, besides tests and
+// harnesses.
+var nodeImporters = []string{"cmd/sextant"}
 
 // maxFileLines is the size past which a file must say why it is long, with a
 // "lint:long-file <reason>" comment in its first 20 lines.
@@ -58,7 +94,24 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
+// parsed caches the module's files: every rule reads the same tree, and
+// parsing it once per rule made the package slow under -race.
+var parsed struct {
+	sync.Mutex
+	files []goFile
+}
+
 func loadFiles(t *testing.T) []goFile {
+	t.Helper()
+	parsed.Lock()
+	defer parsed.Unlock()
+	if parsed.files == nil {
+		parsed.files = parseFiles(t)
+	}
+	return parsed.files
+}
+
+func parseFiles(t *testing.T) []goFile {
 	t.Helper()
 	root := moduleRoot(t)
 	var files []goFile
@@ -141,16 +194,14 @@ func TestProductionCodeDoesNotImportTesting(t *testing.T) {
 }
 
 func TestPureCoresDoNoIO(t *testing.T) {
-	for _, f := range loadFiles(t) {
+	files := loadFiles(t)
+	g := importGraph(t, files)
+	for _, v := range coreViolations(g, pureCores, forbiddenInCores) {
+		t.Error(v)
+	}
+	for _, f := range files {
 		if f.test || !isCore(f.dir) {
 			continue
-		}
-		for _, p := range imports(f.ast) {
-			for _, bad := range forbiddenInCores {
-				if p == bad {
-					t.Errorf("%s: pure core imports %q", f.rel, p)
-				}
-			}
 		}
 		ast.Inspect(f.ast, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
@@ -166,6 +217,162 @@ func TestPureCoresDoNoIO(t *testing.T) {
 			return true
 		})
 	}
+}
+
+// TestOnlyTheCommandImportsNode: internal/node is the composition root;
+// nothing in the data or control path builds a node.
+func TestOnlyTheCommandImportsNode(t *testing.T) {
+	for _, v := range importerViolations(productionImports(t), []string{"internal/node"}, nodeImporters,
+		"only cmd/sextant and tests may import the composition root") {
+		t.Error(v)
+	}
+}
+
+// TestProductionDoesNotImportHarnesses: harness packages are test code.
+func TestProductionDoesNotImportHarnesses(t *testing.T) {
+	for _, v := range importerViolations(productionImports(t), harnesses, nil,
+		"production code must not import a test harness") {
+		t.Error(v)
+	}
+}
+
+// graph maps a package directory (relative to the module root) to what its
+// production files import; module packages appear as their directories.
+type graph map[string][]string
+
+// importGraph builds the graph of the production files. Harness packages
+// are left out (they are test code).
+func importGraph(t *testing.T, files []goFile) graph {
+	t.Helper()
+	mod := modulePath(t)
+	g := graph{}
+	seen := map[string]map[string]bool{}
+	for _, f := range files {
+		if f.test {
+			continue
+		}
+		if seen[f.dir] == nil {
+			seen[f.dir] = map[string]bool{}
+			g[f.dir] = nil
+		}
+		for _, p := range imports(f.ast) {
+			if rel, ok := strings.CutPrefix(p, mod+"/"); ok {
+				p = rel
+			}
+			if !seen[f.dir][p] {
+				seen[f.dir][p] = true
+				g[f.dir] = append(g[f.dir], p)
+			}
+		}
+	}
+	return g
+}
+
+// productionImports is the import graph without the harnesses and the
+// test-only packages (whose name ends in "test"), which may import
+// anything.
+func productionImports(t *testing.T) graph {
+	t.Helper()
+	files := loadFiles(t)
+	g := importGraph(t, files)
+	for _, f := range files {
+		if isHarness(f.dir) || strings.HasSuffix(f.ast.Name.Name, "test") {
+			delete(g, f.dir)
+		}
+	}
+	return g
+}
+
+func isHarness(dir string) bool { return slices.Contains(harnesses, dir) }
+
+// coreViolations lists every path from a core to a forbidden package,
+// following the module's own packages.
+func coreViolations(g graph, cores, forbidden []string) []string {
+	bad := func(p string) bool {
+		for _, f := range forbidden {
+			if p == f || strings.HasSuffix(f, "/") && strings.HasPrefix(p, f) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, core := range cores {
+		visited := map[string]bool{core: true}
+		var walk func(pkg string, path []string)
+		walk = func(pkg string, path []string) {
+			for _, imp := range g[pkg] {
+				via := append(slices.Clone(path), imp)
+				if bad(imp) {
+					out = append(out, fmt.Sprintf("pure core %s imports the I/O package %s (via %s)", core, imp, strings.Join(via, " -> ")))
+					continue
+				}
+				if _, module := g[imp]; module && !visited[imp] {
+					visited[imp] = true
+					walk(imp, via)
+				}
+			}
+		}
+		walk(core, []string{core})
+	}
+	slices.Sort(out)
+	return out
+}
+
+// importerViolations lists the packages of g that import one of targets
+// without being in allowed.
+func importerViolations(g graph, targets, allowed []string, why string) []string {
+	var out []string
+	for dir, imps := range g {
+		if slices.Contains(allowed, dir) {
+			continue
+		}
+		for _, imp := range imps {
+			if slices.Contains(targets, imp) {
+				out = append(out, fmt.Sprintf("%s imports %s: %s", dir, imp, why))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestImportRulesCatchViolations: the rules above find what they are for,
+// on a graph with one violation of each.
+func TestImportRulesCatchViolations(t *testing.T) {
+	g := graph{
+		"internal/topic":   {"strings"},
+		"internal/router":  {"internal/topic", "internal/wire"},
+		"internal/wire":    {"os"},
+		"internal/broker":  {"internal/memnet", "internal/node"},
+		"cmd/sextant":      {"internal/node"},
+		"internal/session": {"net"},
+	}
+	if v := coreViolations(g, []string{"internal/topic", "internal/router"}, forbiddenInCores); len(v) != 1 ||
+		!strings.Contains(v[0], "internal/router -> internal/wire -> os") {
+		t.Errorf("a core reaching os through another package: %v", v)
+	}
+	if v := importerViolations(g, []string{"internal/node"}, nodeImporters, "x"); len(v) != 1 || !strings.HasPrefix(v[0], "internal/broker imports internal/node") {
+		t.Errorf("node imported outside the command: %v", v)
+	}
+	if v := importerViolations(g, harnesses, nil, "x"); len(v) != 1 || !strings.HasPrefix(v[0], "internal/broker imports internal/memnet") {
+		t.Errorf("a harness imported by production code: %v", v)
+	}
+}
+
+func modulePath(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "module "); ok {
+			return strings.TrimSpace(p)
+		}
+	}
+	t.Fatal("go.mod names no module")
+	return ""
 }
 
 func isCore(dir string) bool {

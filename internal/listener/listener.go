@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sextantmq/sextant/internal/netx"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // Handler serves one client connection. It owns the connection and closes
@@ -27,6 +30,9 @@ type Handler interface {
 type HandlerFunc func(net.Conn)
 
 func (f HandlerFunc) ServeConn(c net.Conn) { f(c) }
+
+// wsReadHeaderTimeout bounds reading a WebSocket upgrade request's headers.
+const wsReadHeaderTimeout = 10 * time.Second
 
 // Options are a listener's optional layers.
 type Options struct {
@@ -48,11 +54,7 @@ type Server struct {
 	http *http.Server // WebSocket only
 
 	conns sync.WaitGroup // connection goroutines
-	loop  sync.WaitGroup // the accept loop
-	mu    struct {
-		sync.Mutex
-		closed bool
-	}
+	loop  *run.Group     // the accept loop (or the WebSocket server); stopped by Close
 }
 
 func wrap(ln net.Listener, opts Options) net.Listener {
@@ -70,9 +72,9 @@ func ServeTCP(ln net.Listener, h Handler, log *slog.Logger, opts Options) *Serve
 	if opts.TLS != nil {
 		kind = "tls"
 	}
-	s := &Server{ln: wrap(ln, opts), h: h, log: log.With("listener", kind, "addr", ln.Addr().String()), kind: kind, tls: opts.TLS}
-	s.loop.Add(1)
-	go s.acceptLoop()
+	s := &Server{ln: wrap(ln, opts), h: h, log: log.With("listener", kind, "addr", ln.Addr().String()), kind: kind, tls: opts.TLS,
+		loop: run.NewGroup(context.Background())}
+	s.loop.Go(s.acceptLoop)
 	return s
 }
 
@@ -89,52 +91,31 @@ func ServeWebSocket(ln net.Listener, h Handler, log *slog.Logger, opts Options) 
 		kind = "wss"
 	}
 	inner := wrap(ln, opts)
-	s := &Server{ln: inner, h: h, log: log.With("listener", kind, "addr", ln.Addr().String()), kind: kind, tls: opts.TLS}
+	s := &Server{ln: inner, h: h, log: log.With("listener", kind, "addr", ln.Addr().String()), kind: kind, tls: opts.TLS,
+		loop: run.NewGroup(context.Background())}
 	if opts.TLS != nil {
 		inner = tls.NewListener(inner, opts.TLS)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mqtt", s.serveWS)
 	s.http = &http.Server{
-		Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		Handler: mux, ReadHeaderTimeout: wsReadHeaderTimeout,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
-	s.loop.Add(1)
-	go func() {
-		defer s.loop.Done()
+	s.loop.Go(func(context.Context) {
 		if err := s.http.Serve(inner); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("websocket listener stopped", "err", err)
 		}
-	}()
+	})
 	return s
 }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-func (s *Server) acceptLoop() {
-	defer s.loop.Done()
-	var backoff time.Duration
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			if s.isClosed() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors and similar: wait and retry rather than
-			// spinning or giving up on the listener.
-			if backoff == 0 {
-				backoff = 5 * time.Millisecond
-			} else if backoff < time.Second {
-				backoff *= 2
-			}
-			s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
-			t := time.NewTimer(backoff)
-			<-t.C
-			continue
-		}
-		backoff = 0
+func (s *Server) acceptLoop(ctx context.Context) {
+	netx.Accept(ctx, s.ln, nil, s.log, func(c net.Conn) bool {
 		setNoDelay(c)
 		if s.tls != nil {
 			c = tls.Server(c, s.tls)
@@ -144,7 +125,8 @@ func (s *Server) acceptLoop() {
 			defer s.conns.Done()
 			s.h.ServeConn(c)
 		}()
-	}
+		return true
+	})
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
@@ -203,18 +185,10 @@ func remoteAddr(s string) net.Addr {
 	return &net.TCPAddr{}
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.closed
-}
-
 // Close stops accepting new connections. Connections already handed to the
 // Handler are left running; Wait waits for them.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.mu.closed = true
-	s.mu.Unlock()
+	s.loop.Stop()
 	var err error
 	if s.http != nil {
 		err = s.http.Close()

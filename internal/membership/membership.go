@@ -137,9 +137,16 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 	return m, nil
 }
 
+// The pause between join attempts doubles from joinBackoffMin to
+// joinBackoffMax.
+const (
+	joinBackoffMin = 100 * time.Millisecond
+	joinBackoffMax = 5 * time.Second
+)
+
 // join retries serf's join with backoff until one address answered.
 func (m *Membership) join(ctx context.Context, addrs []string) error {
-	backoff := 100 * time.Millisecond
+	backoff := joinBackoffMin
 	for {
 		n, err := m.serf.Join(addrs, true)
 		if n > 0 {
@@ -153,7 +160,7 @@ func (m *Membership) join(ctx context.Context, addrs []string) error {
 			return fmt.Errorf("membership: join %v: %w (last error: %w)", addrs, ctx.Err(), err)
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, joinBackoffMax)
 	}
 }
 

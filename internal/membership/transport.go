@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-)
 
-// DialFunc opens a stream to "ip:port".
-type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+	"github.com/sextantmq/sextant/internal/netx"
+	"github.com/sextantmq/sextant/internal/run"
+)
 
 // Transport carries memberlist's gossip over a datagram endpoint and a stream
 // listener bound to the same "ip:port", and a dial function. Serf's own
@@ -23,16 +23,15 @@ type Transport struct {
 	// immutable after NewTransport
 	pc       net.PacketConn
 	ln       net.Listener
-	dial     DialFunc
+	dial     netx.DialFunc
 	ip       net.IP
 	port     int
 	logger   *slog.Logger
 	packetCh chan *memberlist.Packet
 	streamCh chan net.Conn
-	stop     chan struct{}
+	group    *run.Group // the datagram reader and the accept loop
 
 	once sync.Once
-	wg   sync.WaitGroup
 }
 
 var _ memberlist.NodeAwareTransport = (*Transport)(nil)
@@ -41,7 +40,7 @@ var _ memberlist.NodeAwareTransport = (*Transport)(nil)
 // the same IP address and port, which is what the node advertises unless
 // Config.AdvertiseAddr overrides it. The transport owns pc and ln: Shutdown
 // (called by memberlist) closes them.
-func NewTransport(pc net.PacketConn, ln net.Listener, dial DialFunc, logger *slog.Logger) (*Transport, error) {
+func NewTransport(pc net.PacketConn, ln net.Listener, dial netx.DialFunc, logger *slog.Logger) (*Transport, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -58,14 +57,13 @@ func NewTransport(pc net.PacketConn, ln net.Listener, dial DialFunc, logger *slo
 		logger:   logger,
 		packetCh: make(chan *memberlist.Packet),
 		streamCh: make(chan net.Conn),
-		stop:     make(chan struct{}),
+		group:    run.NewGroup(context.Background()),
 	}
 	if ip4 := t.ip.To4(); ip4 != nil {
 		t.ip = ip4
 	}
-	t.wg.Add(2)
-	go t.readPackets()
-	go t.accept()
+	t.group.Go(t.readPackets)
+	t.group.Go(t.accept)
 	return t, nil
 }
 
@@ -120,31 +118,21 @@ func (t *Transport) StreamCh() <-chan net.Conn { return t.streamCh }
 // Shutdown closes the endpoint and listener and waits for the loops.
 func (t *Transport) Shutdown() error {
 	t.once.Do(func() {
-		close(t.stop)
+		t.group.Stop()
 		_ = t.pc.Close()
 		_ = t.ln.Close()
 	})
-	t.wg.Wait()
+	t.group.Wait()
 	return nil
 }
 
-func (t *Transport) stopping() bool {
-	select {
-	case <-t.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-func (t *Transport) readPackets() {
-	defer t.wg.Done()
+func (t *Transport) readPackets(ctx context.Context) {
 	buf := make([]byte, 65536)
 	for {
 		n, from, err := t.pc.ReadFrom(buf)
 		now := time.Now()
 		if err != nil {
-			if t.stopping() || errors.Is(err, net.ErrClosed) {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			t.logger.Error("membership: read gossip datagram", "err", err)
@@ -156,38 +144,20 @@ func (t *Transport) readPackets() {
 		p := &memberlist.Packet{Buf: append([]byte(nil), buf[:n]...), From: from, Timestamp: now}
 		select {
 		case t.packetCh <- p:
-		case <-t.stop:
+		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (t *Transport) accept() {
-	defer t.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		conn, err := t.ln.Accept()
-		if err != nil {
-			if t.stopping() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			t.logger.Error("membership: accept gossip stream", "err", err)
-			timer := time.NewTimer(backoff)
-			select {
-			case <-timer.C:
-			case <-t.stop:
-				timer.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+func (t *Transport) accept(ctx context.Context) {
+	netx.Accept(ctx, t.ln, nil, t.logger.With("listener", "gossip"), func(conn net.Conn) bool {
 		select {
 		case t.streamCh <- conn:
-		case <-t.stop:
+			return true
+		case <-ctx.Done():
 			_ = conn.Close()
-			return
+			return false
 		}
-	}
+	})
 }

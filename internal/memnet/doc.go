@@ -27,10 +27,13 @@
 //   - Deadlines follow net.Conn: an expired deadline fails the call with an
 //     error for which errors.Is(err, os.ErrDeadlineExceeded) holds.
 //
+// Host is one host's view of the network (listen anywhere, dial from that
+// host): what a node built by node.New in a test takes as its network.
+//
 // Concurrency: every method of Network, of its connections and listeners is
 // safe for concurrent use. Control methods (SetRTT, Partition, ...) are
 // serialised among themselves.
 //
-// memnet is test infrastructure: production code never imports it. It does not
+// memnet is test infrastructure: production code never imports it (lint). It does not
 // import package testing, so harnesses and the emulator can use it.
 package memnet

@@ -1,6 +1,7 @@
 package memnet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -365,4 +366,26 @@ func (n *Network) Close() error {
 
 func opError(op string, src, dst net.Addr, err error) error {
 	return &net.OpError{Op: op, Net: "memnet", Source: src, Addr: dst, Err: err}
+}
+
+// Host is one host's view of the network: it listens on any address and
+// dials from this host. It is what a node built in a test takes as its
+// network (node.Options.Network), where production takes netx.Host.
+type Host struct {
+	n    *Network
+	name string
+}
+
+// Host returns host name's view of the network.
+func (n *Network) Host(name string) Host { return Host{n: n, name: name} }
+
+// Listen listens for streams on addr.
+func (h Host) Listen(addr string) (net.Listener, error) { return h.n.Listen(addr) }
+
+// ListenPacket listens for datagrams on addr.
+func (h Host) ListenPacket(addr string) (net.PacketConn, error) { return h.n.ListenPacket(addr) }
+
+// Dial opens a stream from this host to addr.
+func (h Host) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return h.n.Dial(ctx, h.name, addr)
 }

@@ -489,7 +489,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // DialFrom returns a dial function for host: each call is Dial(ctx, host,
-// to). It fits the DialFunc parameters of membership and meta.
+// to). It is a netx.DialFunc.
 func (n *Network) DialFrom(host string) func(ctx context.Context, to string) (net.Conn, error) {
 	return func(ctx context.Context, to string) (net.Conn, error) { return n.Dial(ctx, host, to) }
 }

@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,19 +9,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("meta: invalid config")
-
-// DialFunc opens a stream to a group member's address.
-type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
-
-// DialTCP dials addr over TCP; it is the DialFunc for production.
-func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
-}
 
 // Server is one member of the group.
 type Server struct {
@@ -49,8 +41,8 @@ type Config struct {
 	Addr string
 	// Listener accepts the group's connections; Meta owns it from Open on.
 	Listener net.Listener
-	// Dial opens connections to other members (DialTCP in production).
-	Dial DialFunc
+	// Dial opens connections to other members (netx.DialTCP in production).
+	Dial netx.DialFunc
 	// TLS secures the group's connections (nil: plain). After a
 	// connection's kind byte, which stays in the clear for the listener's
 	// multiplexer, the dialling side runs a client handshake and the
@@ -71,6 +63,11 @@ type Config struct {
 	// (default 1024); TrailingLogs the entries kept after one (default 1024).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// InMemory keeps the log, stable store and snapshots in memory instead
+	// of DataDir: nothing survives Close, and a reopened member is a new,
+	// empty one. For nodes that keep nothing durable (node.Options
+	// Ephemeral: in-process test clusters and benchmarks).
+	InMemory bool
 	// Logger receives Raft's logs (default: discarded).
 	Logger *slog.Logger
 }
@@ -80,7 +77,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.NodeID == "":
 		return fmt.Errorf("%w: empty node id", ErrConfig)
-	case c.DataDir == "":
+	case c.DataDir == "" && !c.InMemory:
 		return fmt.Errorf("%w: empty data dir", ErrConfig)
 	case c.Addr == "":
 		return fmt.Errorf("%w: empty address", ErrConfig)

@@ -5,14 +5,21 @@
 // shell: storage, network, leadership and the context-aware API.
 //
 // Storage lives in Config.DataDir: the Raft log and stable store in
-// DataDir/wal (hashicorp/raft-wal), snapshots in DataDir/snapshots
-// (raft.FileSnapshotStore). A node reopened on the same DataDir resumes where
-// it stopped and catches up from the leader.
+// DataDir/wal (hashicorp/raft-wal, 8 MiB segments), snapshots in
+// DataDir/snapshots (raft.FileSnapshotStore). A node reopened on the same
+// DataDir resumes where it stopped and catches up from the leader. With
+// Config.InMemory (a node that keeps nothing durable: in-process test
+// clusters, benchmarks) all three live in memory and a reopened member is
+// a new one.
 //
-// Network: the group listens on one net.Listener and dials with a DialFunc,
-// so the same code runs over TCP in production and over memnet in tests.
-// Every connection starts with one byte: 'R' for Raft's RPC streams, 'F' for
-// a forwarded request. Forwarding is how a node that is not the leader (a
+// Network: the group listens on one net.Listener and dials with a
+// netx.DialFunc, so the same code runs over TCP in production and over
+// memnet in tests. In a node, the listener is the 'R'/'F' share of the
+// cluster address, which a peer.Mux splits between the metadata group,
+// gossip and peer links. Every connection starts with one byte: 'R' for
+// Raft's RPC streams, 'F' for a forwarded request; with Config.TLS, a
+// mutual TLS handshake follows that byte (the byte stays in the clear for
+// the multiplexer). Forwarding is how a node that is not the leader (a
 // follower or a non-voter) proposes a command or asks for a membership
 // change: it sends the request to the leader it knows (or, when joining, to
 // any address it was given), which executes it and answers with the result
@@ -47,9 +54,16 @@
 // read-your-writes after Propose.
 //
 // Concurrency: a Meta is safe for concurrent use. Blocking calls take a
-// context. Meta owns its goroutines (the accept loop, forward handlers and
-// the waiters on Raft futures) and Close waits for all of them. The
-// listener passed in Config belongs to Meta from Open on.
+// context. Meta owns its goroutines (the accept loop, which is netx.Accept,
+// the connection classifiers and forward handlers, and the waiters on Raft
+// futures) in one run.Group, whose context bounds served requests; Close
+// stops it, shuts Raft down and waits for all of them. The listener passed
+// in Config belongs to Meta from Open on.
+//
+// Who uses it: the node (internal/node) opens it at Start, joins the group
+// in the background when the config names nodes to join, and registers
+// itself in the node registry; the admin API reads and writes policy rules
+// through it.
 //
 // Nothing outside this package imports hashicorp/raft for the metadata
 // group; the broker's replication groups are a separate package.

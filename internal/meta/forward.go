@@ -87,9 +87,9 @@ func readFrame(r io.Reader, v any) error {
 }
 
 // serveForward executes one forwarded request, if this node leads.
-func (m *Meta) serveForward(c net.Conn) {
+func (m *Meta) serveForward(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	stop := context.AfterFunc(m.ctx, func() { _ = c.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	_ = c.SetDeadline(time.Now().Add(helloTimeout))
 	var req request
@@ -102,7 +102,7 @@ func (m *Meta) serveForward(c net.Conn) {
 		timeout = min(timeout, time.Duration(req.TimeoutMS)*time.Millisecond)
 	}
 	_ = c.SetDeadline(time.Now().Add(timeout + helloTimeout))
-	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp := m.execute(ctx, req)
 	if err := writeFrame(c, resp); err != nil {

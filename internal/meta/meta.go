@@ -9,14 +9,64 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/run"
 )
+
+// logStore is the group's log and stable store.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	Close() error
+}
+
+// Retry pauses, doubling from the minimum to the maximum: Join asking the
+// group to add this node, and a request waiting for a leader it can reach.
+const (
+	joinBackoffMin   = 20 * time.Millisecond
+	joinBackoffMax   = time.Second
+	leaderBackoffMin = 10 * time.Millisecond
+	leaderBackoffMax = 500 * time.Millisecond
+)
+
+// rpcTimeout bounds one Raft RPC on the group's connections (the
+// transport's I/O deadline).
+const rpcTimeout = 10 * time.Second
+
+// walSegmentSize is the size of one segment file of the log (preallocated).
+const walSegmentSize = 8 << 20
+
+// openStorage opens the log, stable store and snapshots in cfg.DataDir, or
+// in memory with cfg.InMemory.
+func openStorage(cfg Config) (logStore, raft.SnapshotStore, error) {
+	if cfg.InMemory {
+		return inmemLog{raft.NewInmemStore()}, raft.NewInmemSnapshotStore(), nil
+	}
+	walDir := filepath.Join(cfg.DataDir, "wal")
+	if err := os.MkdirAll(walDir, 0o750); err != nil {
+		return nil, nil, fmt.Errorf("meta: data dir: %w", err)
+	}
+	log, err := wal.Open(walDir, wal.WithLogger(hclogFor(cfg.Logger, "wal")), wal.WithSegmentSize(walSegmentSize))
+	if err != nil {
+		return nil, nil, fmt.Errorf("meta: open log: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclogFor(cfg.Logger, "snapshots"))
+	if err != nil {
+		_ = log.Close()
+		return nil, nil, fmt.Errorf("meta: open snapshots: %w", err)
+	}
+	return log, snaps, nil
+}
+
+// inmemLog is Raft's in-memory store with the Close the WAL has.
+type inmemLog struct{ *raft.InmemStore }
+
+func (inmemLog) Close() error { return nil }
 
 // Errors of the metadata group.
 var (
@@ -37,17 +87,10 @@ type Meta struct {
 	cfg     Config
 	logger  *slog.Logger
 	raft    *raft.Raft
-	log     *wal.WAL
+	log     logStore
 	layer   *raftLayer
 	machine *machine
-	ctx     context.Context // ends at Close; bounds served requests
-	cancel  context.CancelFunc
-
-	wg sync.WaitGroup // every goroutine Meta starts
-	mu struct {
-		sync.Mutex
-		closed bool
-	}
+	group   *run.Group // every goroutine Meta starts; its context ends at Close and bounds served requests
 }
 
 // Open opens (or creates) the node's group storage in cfg.DataDir, starts
@@ -74,25 +117,17 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 	}()
 	closers = append(closers, cfg.Listener.Close)
 
-	walDir := filepath.Join(cfg.DataDir, "wal")
-	if err := os.MkdirAll(walDir, 0o750); err != nil {
-		return nil, fmt.Errorf("meta: data dir: %w", err)
-	}
-	log, err := wal.Open(walDir, wal.WithLogger(hclogFor(cfg.Logger, "wal")), wal.WithSegmentSize(8<<20))
+	log, snaps, err := openStorage(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("meta: open log: %w", err)
+		return nil, err
 	}
 	closers = append(closers, log.Close)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclogFor(cfg.Logger, "snapshots"))
-	if err != nil {
-		return nil, fmt.Errorf("meta: open snapshots: %w", err)
-	}
 
 	layer := newRaftLayer(cfg.Addr, cfg.Dial, cfg.TLS)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
-		Timeout: 10 * time.Second,
+		Timeout: rpcTimeout,
 		Logger:  hclogFor(cfg.Logger, "raft-net"),
 	})
 	closers = append(closers, trans.Close)
@@ -120,40 +155,20 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 		return nil, fmt.Errorf("meta: start raft: %w", err)
 	}
 	m = &Meta{cfg: cfg, logger: logger, raft: r, log: log, layer: layer, machine: mach}
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.spawn(m.acceptLoop)
+	m.group = run.NewGroup(context.Background())
+	m.group.Go(m.acceptLoop)
 	return m, nil
-}
-
-// spawn runs fn on a goroutine that Close waits for; false once closed.
-func (m *Meta) spawn(fn func()) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.closed {
-		return false
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		fn()
-	}()
-	return true
 }
 
 // Close stops serving, shuts Raft down and closes the storage. It waits for
 // every goroutine Meta started.
 func (m *Meta) Close() error {
-	m.mu.Lock()
-	if m.mu.closed {
-		m.mu.Unlock()
+	if !m.group.Stop() {
 		return nil
 	}
-	m.mu.closed = true
-	m.mu.Unlock()
-	m.cancel()
 	_ = m.cfg.Listener.Close()
 	rerr := m.raft.Shutdown().Error() // also closes the transport and its connections
-	m.wg.Wait()
+	m.group.Wait()
 	werr := m.log.Close()
 	if err := errors.Join(rerr, werr); err != nil {
 		return fmt.Errorf("meta: close: %w", err)
@@ -274,7 +289,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 		req.Op = opAddVoter
 	}
 	var last error
-	backoff := 20 * time.Millisecond
+	backoff := joinBackoffMin
 	for {
 		for _, a := range addrs {
 			target := a
@@ -297,7 +312,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 		if err := sleepCtx(ctx, backoff); err != nil {
 			return fmt.Errorf("meta: join via %v: %w (last error: %w)", addrs, err, last)
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, joinBackoffMax)
 	}
 }
 
@@ -306,9 +321,9 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 // leader, a failed dial) are retried with backoff until ctx ends; so are
 // idempotent requests with an unknown outcome.
 func (m *Meta) leaderDo(ctx context.Context, req request, idempotent bool) (response, error) {
-	backoff := 10 * time.Millisecond
+	backoff := leaderBackoffMin
 	for {
-		if m.ctx.Err() != nil {
+		if m.group.Stopped() {
 			return response{}, ErrClosed
 		}
 		var (
@@ -331,7 +346,7 @@ func (m *Meta) leaderDo(ctx context.Context, req request, idempotent bool) (resp
 		if err := sleepCtx(ctx, backoff); err != nil {
 			return response{}, fmt.Errorf("meta: no leader reachable: %w", err)
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, leaderBackoffMax)
 	}
 }
 
@@ -395,7 +410,7 @@ func (m *Meta) changeLocal(ctx context.Context, op, id, addr string) error {
 // latest when it shuts down, so the waiting goroutine always ends.
 func (m *Meta) await(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
-	if !m.spawn(func() { done <- f.Error() }) {
+	if !m.group.Go(func(context.Context) { done <- f.Error() }) {
 		return ErrClosed
 	}
 	select {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/memnet"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // cluster is a group of Metas on one memnet network. Node i lives on host
@@ -363,7 +364,7 @@ func TestTCP(t *testing.T) {
 	}
 	a := ln.Addr().String()
 	m, err := Open(context.Background(), Config{
-		NodeID: "solo", DataDir: t.TempDir(), Addr: a, Listener: ln, Dial: DialTCP,
+		NodeID: "solo", DataDir: t.TempDir(), Addr: a, Listener: ln, Dial: netx.DialTCP,
 		Voter: true, Bootstrap: []Server{{ID: "solo", Addr: a}},
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package meta
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // Connection kinds: the first byte of every connection to the group.
@@ -29,7 +30,7 @@ const helloTimeout = 10 * time.Second
 // transport closes) ends them and the goroutines reading them.
 type raftLayer struct {
 	addr     net.Addr
-	dial     DialFunc
+	dial     netx.DialFunc
 	tls      *tls.Config   // nil: plain
 	incoming chan net.Conn // from the accept loop; never closed
 	done     chan struct{}
@@ -43,7 +44,7 @@ type raftLayer struct {
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
 
-func newRaftLayer(addr string, dial DialFunc, tlsCfg *tls.Config) *raftLayer {
+func newRaftLayer(addr string, dial netx.DialFunc, tlsCfg *tls.Config) *raftLayer {
 	l := &raftLayer{
 		addr:     stringAddr(addr),
 		dial:     dial,
@@ -173,35 +174,18 @@ func secure(ctx context.Context, c net.Conn, cfg *tls.Config, server bool) (net.
 }
 
 // acceptLoop classifies inbound connections until the listener closes.
-func (m *Meta) acceptLoop() {
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := m.cfg.Listener.Accept()
-		if err != nil {
-			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			m.logger.Warn("meta: accept", "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-m.ctx.Done():
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if !m.spawn(func() { m.classify(c) }) {
+func (m *Meta) acceptLoop(ctx context.Context) {
+	netx.Accept(ctx, m.cfg.Listener, nil, m.logger.With("listener", "meta"), func(c net.Conn) bool {
+		if !m.group.Go(func(ctx context.Context) { m.classify(ctx, c) }) {
 			_ = c.Close()
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // classify reads the kind byte and routes the connection.
-func (m *Meta) classify(c net.Conn) {
+func (m *Meta) classify(ctx context.Context, c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
 	var kind [1]byte
 	if _, err := io.ReadFull(c, kind[:]); err != nil {
@@ -209,10 +193,10 @@ func (m *Meta) classify(c net.Conn) {
 		return
 	}
 	if kind[0] == kindRaft || kind[0] == kindForward {
-		ctx, cancel := context.WithTimeout(m.ctx, helloTimeout)
+		hctx, cancel := context.WithTimeout(ctx, helloTimeout)
 		remote := c.RemoteAddr()
 		var err error
-		c, err = secure(ctx, c, m.cfg.TLS, true)
+		c, err = secure(hctx, c, m.cfg.TLS, true)
 		cancel()
 		if err != nil {
 			m.logger.Warn("meta: refused a connection", "remote", remote, "err", err)
@@ -222,11 +206,11 @@ func (m *Meta) classify(c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	switch kind[0] {
 	case kindRaft:
-		if !m.layer.offer(m.ctx, c) {
+		if !m.layer.offer(ctx, c) {
 			_ = c.Close()
 		}
 	case kindForward:
-		m.serveForward(c)
+		m.serveForward(ctx, c)
 	default:
 		m.logger.Warn("meta: unknown connection kind", "kind", kind[0], "remote", c.RemoteAddr())
 		_ = c.Close()

@@ -15,6 +15,7 @@ const (
 	DropSlowConsumer  = "slow_consumer"  // lost with a non-persistent session disconnected as slow
 	DropNotAuthorized = "not_authorized" // refused by access control
 	DropNoSubscribers = "no_subscribers" // published where nobody listens
+	DropMovedAway     = "moved_away"     // relayed to a node that no longer held the session (it moved on or ended)
 )
 
 // Abuse limits, the values of the limit label of sextant_limits_hit_total.
@@ -26,8 +27,9 @@ const (
 	LimitAuthFailDelay = "auth_fail_delay"    // a refusal held back after failed authentication
 )
 
-// Broker is the metric set of one node's MQTT broker.
-type Broker struct {
+// Node is the metric set of one node: its MQTT broker, sessions and store
+// (the cluster layer and peer links register their own in Registry).
+type Node struct {
 	Registry *prometheus.Registry
 
 	ConnectionsCurrent prometheus.Gauge
@@ -59,13 +61,13 @@ type Broker struct {
 	StoreBatchOps      prometheus.Histogram
 }
 
-// NewBroker creates the broker metric set in a fresh registry that also
+// NewNode creates the node metric set in a fresh registry that also
 // carries the Go runtime and process collectors.
-func NewBroker() *Broker {
+func NewNode() *Node {
 	r := prometheus.NewRegistry()
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{r}
-	m := &Broker{
+	m := &Node{
 		Registry:           r,
 		ConnectionsCurrent: f.gauge("sextant_connections", "Client connections currently open."),
 		ConnectionsTotal:   f.counter("sextant_connections_total", "Client connections accepted (CONNACK success)."),
@@ -96,14 +98,14 @@ func NewBroker() *Broker {
 		m.MessagesOut[q] = out.WithLabelValues(l)
 	}
 	m.Dropped = map[string]prometheus.Counter{}
-	for _, r := range []string{DropQueueFull, DropExpired, DropTooLarge, DropSessionQuota, DropSlowConsumer, DropNotAuthorized, DropNoSubscribers} {
+	for _, r := range []string{DropQueueFull, DropExpired, DropTooLarge, DropSessionQuota, DropSlowConsumer, DropNotAuthorized, DropNoSubscribers, DropMovedAway} {
 		m.Dropped[r] = m.dropped.WithLabelValues(r)
 	}
 	return m
 }
 
 // Drop counts n messages dropped for reason (one of the Drop* constants).
-func (m *Broker) Drop(reason string, n int) {
+func (m *Node) Drop(reason string, n int) {
 	if c, ok := m.Dropped[reason]; ok {
 		c.Add(float64(n))
 		return

@@ -8,7 +8,7 @@ import (
 )
 
 func TestTwoNodesHaveSeparateRegistries(t *testing.T) {
-	a, b := NewBroker(), NewBroker()
+	a, b := NewNode(), NewNode()
 	a.MessagesIn[1].Inc()
 	if got := testutil.ToFloat64(b.MessagesIn[1]); got != 0 {
 		t.Fatalf("node b sees node a's count: %v", got)
@@ -16,7 +16,7 @@ func TestTwoNodesHaveSeparateRegistries(t *testing.T) {
 }
 
 func TestDropIsLabelledByReason(t *testing.T) {
-	m := NewBroker()
+	m := NewNode()
 	m.Drop(DropQueueFull, 3)
 	m.Drop("custom", 1)
 	want := `
@@ -24,6 +24,7 @@ func TestDropIsLabelledByReason(t *testing.T) {
 # TYPE sextant_messages_dropped_total counter
 sextant_messages_dropped_total{reason="custom"} 1
 sextant_messages_dropped_total{reason="expired"} 0
+sextant_messages_dropped_total{reason="moved_away"} 0
 sextant_messages_dropped_total{reason="no_subscribers"} 0
 sextant_messages_dropped_total{reason="not_authorized"} 0
 sextant_messages_dropped_total{reason="queue_full"} 3

@@ -1,8 +1,6 @@
 package node_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,19 +54,6 @@ func freePortOnAll(t *testing.T, udp bool) string {
 	return ""
 }
 
-// lineReader streams a process's output lines.
-func lineReader(r io.Reader) <-chan string {
-	ch := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-		close(ch)
-	}()
-	return ch
-}
-
 // TestThreeProcessesKeepRoutingAfterKill9 runs the README's three-node
 // quick start (scripts/three-nodes.sh), routes messages between nodes with
 // mosquitto_sub and mosquitto_pub, kills a node with SIGKILL, and checks the
@@ -77,8 +62,7 @@ func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sextant processes")
 	}
-	pubTool := brokertest.RequireTool(t, "mosquitto_pub", "mosquitto-clients")
-	subTool := brokertest.RequireTool(t, "mosquitto_sub", "mosquitto-clients")
+	mq := brokertest.RequireMosquitto(t)
 	bin := brokertest.BuildSextant(t)
 	data := t.TempDir()
 	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
@@ -104,74 +88,12 @@ func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
 	// All three alive in every node's view.
 	admin := func(ip string) string { return "http://" + ip + ":" + adminPort }
 	brokertest.Eventually(t, 60*time.Second, func() bool {
-		for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
-			var nodes []adminapi.NodeInfo
-			if err := getJSON(admin(ip)+"/v1/nodes", &nodes); err != nil {
-				return false
-			}
-			alive := 0
-			for _, n := range nodes {
-				if n.State == "alive" {
-					alive++
-				}
-			}
-			if alive != 3 {
-				return false
-			}
-		}
-		return true
+		return aliveEverywhere([]string{admin("127.0.0.1"), admin("127.0.0.2"), admin("127.0.0.3")}, 3)
 	}, "three nodes alive in every node's view")
 
 	route := func(subIP, pubIP, topic string) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		sub := exec.CommandContext(ctx, subTool, "-h", subIP, "-p", mqttPort, "-t", topic+"/#", "-q", "1", "-v", "-i", "sub-"+strings.ReplaceAll(subIP, ".", "-"))
-		out, err := sub.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sub.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { cancel(); _ = sub.Wait() }()
-		lines := lineReader(out)
-		pub := func(payload string) {
-			if err := exec.Command(pubTool, "-h", pubIP, "-p", mqttPort, "-t", topic+"/x", "-q", "1", "-m", payload).Run(); err != nil {
-				t.Fatalf("mosquitto_pub to %s: %v", pubIP, err)
-			}
-		}
-		// The subscription's interest reaches the publisher's node one
-		// round trip after SUBACK: probe until a message gets through.
-		got := false
-		for i := 0; i < 100 && !got; i++ {
-			pub("probe")
-			select {
-			case l := <-lines:
-				got = strings.HasSuffix(l, " probe")
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		if !got {
-			t.Fatalf("no message from node %s reached a subscriber on node %s", pubIP, subIP)
-		}
-		for i := range 20 {
-			pub(strconv.Itoa(i))
-		}
-		for want := 0; want < 20; {
-			select {
-			case l := <-lines:
-				if strings.HasSuffix(l, " probe") {
-					continue
-				}
-				if l != fmt.Sprintf("%s/x %d", topic, want) {
-					t.Fatalf("from %s to %s: got %q, want message %d (in order)", pubIP, subIP, l, want)
-				}
-				want++
-			case <-time.After(10 * time.Second):
-				t.Fatalf("from %s to %s: only %d of 20 messages arrived", pubIP, subIP, want)
-			}
-		}
+		mq.Route(t, subIP+":"+mqttPort, pubIP+":"+mqttPort, topic, 20)
 	}
 
 	// Each node measures its peer links' round trips (every 5 s).
@@ -202,6 +124,27 @@ func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
 
 	route("127.0.0.3", "127.0.0.2", "after")
 	route("127.0.0.2", "127.0.0.3", "after2")
+}
+
+// aliveEverywhere reports whether every node, asked through its admin API
+// URL, sees want members alive.
+func aliveEverywhere(admins []string, want int) bool {
+	for _, a := range admins {
+		var nodes []adminapi.NodeInfo
+		if err := getJSON(a+"/v1/nodes", &nodes); err != nil {
+			return false
+		}
+		alive := 0
+		for _, n := range nodes {
+			if n.State == "alive" {
+				alive++
+			}
+		}
+		if alive != want {
+			return false
+		}
+	}
+	return true
 }
 
 func getJSON(url string, v any) error {

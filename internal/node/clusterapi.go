@@ -12,9 +12,9 @@ import (
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
 
-var _ adminapi.Cluster = (*Node)(nil)
+var _ adminapi.ClusterView = (*Node)(nil)
 
-// Nodes implements adminapi.Cluster: members with labels, state, Vivaldi
+// Nodes implements adminapi.ClusterView: members with labels, state, Vivaldi
 // coordinate and estimated RTT to every other member.
 func (n *Node) Nodes() []adminapi.NodeInfo {
 	cp := n.cluster
@@ -67,7 +67,7 @@ func coordJSON(c *coordinate.Coordinate) *adminapi.Coordinate {
 	return &adminapi.Coordinate{Vec: append([]float64(nil), c.Vec...), Error: c.Error, Adjustment: c.Adjustment, Height: c.Height}
 }
 
-// Cluster implements adminapi.Cluster: the metadata group's view.
+// Cluster implements adminapi.ClusterView: the metadata group's view.
 func (n *Node) Cluster(ctx context.Context) adminapi.ClusterInfo {
 	cp := n.cluster
 	ci := adminapi.ClusterInfo{NodeID: n.cfg.NodeID, GeneratedAt: n.clock.Now()}
@@ -95,7 +95,7 @@ func (n *Node) Cluster(ctx context.Context) adminapi.ClusterInfo {
 	return ci
 }
 
-// Policies implements adminapi.Cluster from the local metadata copy.
+// Policies implements adminapi.ClusterView from the local metadata copy.
 func (n *Node) Policies() adminapi.PolicySet {
 	if n.cluster == nil || n.cluster.meta == nil {
 		return adminapi.PolicySet{Rules: []fsm.Rule{}}
@@ -108,7 +108,7 @@ func (n *Node) Policies() adminapi.PolicySet {
 	return adminapi.PolicySet{Version: p.Version, Rules: rules}
 }
 
-// PutPolicies implements adminapi.Cluster: validate, then replace the rules
+// PutPolicies implements adminapi.ClusterView: validate, then replace the rules
 // through the metadata group (compare-and-swap when expect is set).
 func (n *Node) PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64) (adminapi.PolicySet, error) {
 	cmd := fsm.PutPolicies(rules)

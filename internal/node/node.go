@@ -16,34 +16,79 @@ import (
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/broker"
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/listener"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/netx"
+	"github.com/sextantmq/sextant/internal/run"
 	"github.com/sextantmq/sextant/internal/session"
 	"github.com/sextantmq/sextant/internal/store"
 )
 
-// Options are the process-level inputs that are not configuration.
+// Options are the process-level inputs that are not configuration: what
+// the node runs on (its network and clock) and what tests adjust. `sextant
+// serve` sets only Log and Version; in-process test clusters
+// (internal/clustertest) set the rest.
 type Options struct {
 	Log     *slog.Logger
-	Clock   clock.Clock // nil: the wall clock
 	Version string
+	// Clock is the node's time source (nil: the wall clock).
+	Clock clock.Clock
+	// Network is where the node listens and dials: its client listeners,
+	// admin API and cluster address (nil: the host's TCP and UDP).
+	Network Network
+	// Seed seeds the peer links' reconnection jitter (0: from the clock).
+	Seed uint64
+	// Ephemeral keeps nothing durable: the broker runs without its store
+	// (sessions, queues and retained messages live in memory only) and the
+	// metadata group keeps its log in memory, so a restarted node is a new
+	// one. For in-process test clusters and benchmarks that measure the
+	// data path without a disk.
+	Ephemeral bool
+	// Cluster adjusts the cluster layer's config before it is built (tests
+	// shorten its timeouts).
+	Cluster func(*cluster.Config)
 }
+
+// Network is where a node listens and dials: TCP streams and UDP
+// datagrams on the host (netx.Host), or an in-memory network in tests
+// (memnet's Host).
+type Network interface {
+	Listen(addr string) (net.Listener, error)
+	ListenPacket(addr string) (net.PacketConn, error)
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+}
+
+var _ Network = netx.Host{}
+
+// Timeouts of the node's own work.
+const (
+	// adminReadHeaderTimeout bounds reading an admin request's headers.
+	adminReadHeaderTimeout = 10 * time.Second
+)
 
 // Node is one running Sextant node.
 type Node struct {
 	cfg     config.Config
+	opts    Options
 	log     *slog.Logger
 	clock   clock.Clock
+	net     Network
 	version string
 	started time.Time
+	// group runs the node's own goroutines (the admin server, joining the
+	// metadata group, registering in it); its context is the node's root
+	// context and ends when Shutdown begins.
+	group *run.Group
 
-	metrics  *metrics.Broker
-	store    *store.Store
+	metrics  *metrics.Node
+	store    *store.Store // nil when Ephemeral
 	broker   *broker.Broker
 	cluster  *clusterParts
 	security *security
 	reloadMu sync.Mutex // one Reload at a time
+	drain    drainState // drain.go
 
 	mu struct {
 		sync.Mutex
@@ -72,6 +117,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
+	if opts.Network == nil {
+		opts.Network = netx.Host{}
+	}
 	if cfg.NodeID == "" {
 		h, err := os.Hostname()
 		if err != nil || h == "" {
@@ -79,7 +127,8 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 		cfg.NodeID = h
 	}
-	n := &Node{cfg: cfg, log: opts.Log, clock: opts.Clock, version: opts.Version, metrics: metrics.NewBroker()}
+	n := &Node{cfg: cfg, opts: opts, log: opts.Log, clock: opts.Clock, net: opts.Network, version: opts.Version,
+		metrics: metrics.NewNode(), group: run.NewGroup(context.Background())}
 	sec, err := newSecurity(cfg, n.clock, n.metrics, n.log)
 	if err != nil {
 		return nil, err
@@ -88,16 +137,19 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	var mode store.FsyncMode
-	mode, err = store.ParseFsyncMode(cfg.Fsync)
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
-	n.store, err = store.Open(filepath.Join(cfg.DataDir, "sextant.db"), store.Options{
-		Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{n.metrics},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+	var st broker.Store // nil interface when ephemeral, not a nil *store.Store
+	if !opts.Ephemeral {
+		mode, err := store.ParseFsyncMode(cfg.Fsync)
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		n.store, err = store.Open(filepath.Join(cfg.DataDir, "sextant.db"), store.Options{
+			Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{n.metrics}, Clock: n.clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		st = n.store
 	}
 	bcfg := broker.Config{
 		Limits:         LimitsFrom(cfg),
@@ -108,9 +160,11 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if sec.auth != nil {
 		bcfg.Auth = sessionAuth{sec.auth}
 	}
-	n.broker, err = broker.New(bcfg, n.store, n.clock, n.log, n.metrics)
+	n.broker, err = broker.New(bcfg, st, n.clock, n.log, n.metrics)
 	if err != nil {
-		_ = n.store.Close()
+		if n.store != nil {
+			_ = n.store.Close()
+		}
 		return nil, err
 	}
 	return n, nil
@@ -146,7 +200,7 @@ func LimitsFrom(cfg config.Config) session.Limits {
 	}
 }
 
-type storeObserver struct{ m *metrics.Broker }
+type storeObserver struct{ m *metrics.Node }
 
 var _ store.Observer = storeObserver{}
 
@@ -173,16 +227,17 @@ func (n *Node) Start() error {
 		if a == "" {
 			continue
 		}
-		ln, err := net.Listen("tcp", a)
+		ln, err := n.net.Listen(a)
 		if err != nil {
 			return n.startFailed(fmt.Errorf("node: %s listener: %w", kind, err))
 		}
 		n.mu.bound[kind] = ln
 	}
 	n.mu.adminLn = n.mu.bound["admin"]
-	if err := n.startCluster(context.Background()); err != nil {
+	if err := n.startCluster(n.group.Context()); err != nil {
 		return n.startFailed(err)
 	}
+	n.registerOpsMetrics()
 	for _, kind := range clientListenerKinds {
 		ln := n.mu.bound[kind]
 		if ln == nil {
@@ -199,19 +254,19 @@ func (n *Node) Start() error {
 		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n})
+		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n)
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
-		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
+		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: adminReadHeaderTimeout, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 		srv := n.mu.admin
 		if n.cfg.AdminTLS {
 			ln = tls.NewListener(ln, n.security.certs.AdminConfig())
 		}
-		go func() {
+		n.group.Go(func(context.Context) {
 			if serr := srv.Serve(ln); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 				n.log.Error("admin listener stopped", "err", serr)
 			}
-		}()
+		})
 	}
 	n.mu.ready = true
 	n.log.Info("sextant node serving", "node", n.cfg.NodeID, "mqtt", n.addrLocked("mqtt"), "ws", n.addrLocked("ws"),
@@ -251,8 +306,20 @@ func (n *Node) addrLocked(kind string) string {
 // Broker exposes the node's broker (tests and the cluster layer use it).
 func (n *Node) Broker() *broker.Broker { return n.broker }
 
+// Store exposes the node's store (nil when Ephemeral), for tests.
+func (n *Node) Store() *store.Store { return n.store }
+
+// ClusterLayer exposes the node's cluster layer (nil when it runs alone or
+// before Start), for tests.
+func (n *Node) ClusterLayer() *cluster.Layer {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.layer
+}
+
 // Metrics exposes the node's metric set.
-func (n *Node) Metrics() *metrics.Broker { return n.metrics }
+func (n *Node) Metrics() *metrics.Node { return n.metrics }
 
 // Status implements adminapi.Node.
 func (n *Node) Status() adminapi.Status {
@@ -286,13 +353,21 @@ func (n *Node) Ready() error {
 	case !n.mu.ready:
 		return errors.New("starting")
 	}
-	return nil
+	return n.drain.readyErr()
 }
 
-// Shutdown stops the node gracefully: stop accepting, disconnect clients
-// (DISCONNECT 0x8B to MQTT 5 clients), flush and close the store, then stop
-// the admin API. It returns the first error; ctx bounds the wait for clients.
-func (n *Node) Shutdown(ctx context.Context) error {
+// Shutdown stops the node gracefully: stop accepting, tell the cluster the
+// node leaves, disconnect clients (DISCONNECT 0x8B to MQTT 5 clients),
+// flush and close the store, then stop the admin API. It returns the first
+// error; ctx bounds the wait for clients.
+func (n *Node) Shutdown(ctx context.Context) error { return n.stop(ctx, true) }
+
+// Halt stops the node as Shutdown does, except that it does not tell the
+// cluster it leaves: the other nodes find it failed, as after a crash or a
+// kill -9 (in-process test clusters use it to fail a node).
+func (n *Node) Halt(ctx context.Context) error { return n.stop(ctx, false) }
+
+func (n *Node) stop(ctx context.Context, leave bool) error {
 	n.mu.Lock()
 	if n.mu.shutdown {
 		n.mu.Unlock()
@@ -307,11 +382,14 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	admin := n.mu.admin
 	n.mu.Unlock()
+	n.group.Stop() // ends the metadata join and registration, if still trying
 	var errs []error
 	for _, l := range ls {
 		errs = append(errs, l.Close())
 	}
-	n.leaveCluster()
+	if leave {
+		n.leaveCluster(ctx)
+	}
 	errs = append(errs, n.broker.Close(ctx))
 	for _, l := range ls {
 		errs = append(errs, l.Wait(ctx))
@@ -319,10 +397,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if n.cluster != nil {
 		errs = append(errs, n.closeCluster())
 	}
-	errs = append(errs, n.store.Close())
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
 	if admin != nil {
 		errs = append(errs, admin.Shutdown(ctx))
 	}
+	n.group.Wait()
 	n.log.Info("sextant node stopped", "node", n.cfg.NodeID)
 	return errors.Join(errs...)
 }

@@ -33,7 +33,7 @@ type security struct {
 }
 
 // newSecurity loads every file the config names; an error names the file.
-func newSecurity(cfg config.Config, clk clock.Clock, m *metrics.Broker, log *slog.Logger) (*security, error) {
+func newSecurity(cfg config.Config, clk clock.Clock, m *metrics.Node, log *slog.Logger) (*security, error) {
 	s := &security{cfg: cfg, log: log}
 	if cfg.TLSCert != "" {
 		ca := tls.NoClientCert

@@ -12,19 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("peer: invalid config")
-
-// DialFunc opens a stream to a peer's address ("host:port").
-type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
-
-// DialTCP dials addr over TCP; it is the DialFunc for production.
-func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
-}
 
 // Handler receives what peers send. Link calls come from the link's reader
 // goroutine, one at a time per link and in the order the peer sent them;
@@ -129,8 +121,8 @@ type Config struct {
 	// Listener accepts peers' connections (each starting with the Kind
 	// byte); the Manager owns it from Start on. nil: this node only dials.
 	Listener net.Listener
-	// Dial opens connections to peers (DialTCP in production).
-	Dial DialFunc
+	// Dial opens connections to peers (netx.DialTCP in production).
+	Dial netx.DialFunc
 	// TLS, when set, wraps every peer connection after the Kind byte: as
 	// the server side on accepted connections (set ClientAuth to
 	// tls.RequireAndVerifyClientCert for mutual TLS) and as the client side

@@ -81,7 +81,7 @@ func TestAcceptorTakesNewerConnection(t *testing.T) {
 		// stalls rather than closing) and a new "a" starts elsewhere.
 		nw.Isolate("10.0.0.1")
 		a2 := startNode(t, nw, "a", "10.0.0.3", Options{}, newRecorder("a"))
-		a2.mgr.SetInterest("new/#", true)
+		a2.mgr.AddInterest("new/#", 1)
 		a2.mgr.Add("b", "10.0.0.2:7000")
 		eventually(t, 5*time.Second, "new connection serves", func() bool {
 			_, _, in := b.rec.snapshot()

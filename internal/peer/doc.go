@@ -9,8 +9,9 @@
 //     (the reconnection resynchronises). Interest is never queued: the writer
 //     pulls what changed since the version it last sent, so a burst of
 //     changes costs one frame and nothing can overflow. Filters are
-//     reference counted (SetInterest +1/-1) so that two racing first/last
-//     subscriber reports still end in the right state.
+//     reference counted (AddInterest: +1 or -1 per local subscription;
+//     the node's one such count) so that reports that race still end in
+//     the right state.
 //   - forwarded publishes, batched: many messages per frame and per write.
 //   - retained updates, and a full retained sync after each connection.
 //   - requests and responses with ids (Call, with a context) and one-way

@@ -10,10 +10,11 @@ import (
 const interestLog = 4096
 
 // interest is this node's aggregated interest, announced to every peer. Each
-// filter carries a reference count (the broker reports a filter's first
-// subscriber with +1 and its last one leaving with -1; if two such reports
-// race, the count still ends right); a filter is announced while its count is
-// positive. Each change of the announced set gets a version, and the
+// filter carries a reference count: the broker reports every local
+// subscription added (+1) or removed (-1), and since additions commute, two
+// reports that race still end right. This is the one count of local
+// subscriptions per filter in a node. A filter is announced while its count
+// is positive. Each change of the announced set gets a version, and the
 // last interestLog changes are kept so a link can send just what changed
 // since the version it last sent.
 type interest struct {
@@ -36,17 +37,13 @@ func newInterest() *interest {
 	return in
 }
 
-// set applies one +1/-1 report and reports whether the announced set changed.
-func (in *interest) set(filter string, present bool) bool {
+// add applies a report of delta subscriptions and reports whether the
+// announced set changed.
+func (in *interest) add(filter string, delta int) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	before := in.mu.count[filter] > 0
-	n := in.mu.count[filter]
-	if present {
-		n++
-	} else {
-		n--
-	}
+	n := in.mu.count[filter] + delta
 	if n == 0 {
 		delete(in.mu.count, filter)
 	} else {

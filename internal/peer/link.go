@@ -46,13 +46,13 @@ type Link struct {
 		closed    bool
 		data      dataQueue
 		space     chan struct{} // closed when the writer takes from a full queue
-		sess      uint64        // current connection's number, 0 while down
-		nsess     uint64
+		connN     uint64        // current connection's number, 0 while down
+		nconns    uint64
 		upCh      chan struct{} // closed while a connection is up
-		ctrl      [][]byte      // encoded frames for connection sess
+		ctrl      [][]byte      // encoded frames for connection connN
 		ctrlBytes int
 		overflow  bool
-		sync      [][]byte // retained messages still to send on connection sess
+		sync      [][]byte // retained messages still to send on connection connN
 		nextID    uint64
 		pending   map[uint64]chan response
 	}
@@ -63,7 +63,7 @@ func newLink(m *Manager, id, addr string) *Link {
 		mgr: m, id: id, dials: m.cfg.NodeID < id, lm: m.metrics.forPeer(id),
 		wake: make(chan struct{}, 1), offer: make(chan accepted), done: make(chan struct{}),
 	}
-	l.ctx, l.cancel = context.WithCancel(m.ctx)
+	l.ctx, l.cancel = context.WithCancel(m.group.Context())
 	l.mu.addr = addr
 	l.mu.upCh = make(chan struct{})
 	l.mu.pending = map[uint64]chan response{}
@@ -155,7 +155,7 @@ func (l *Link) Publish(p *Publish) {
 			l.lm.dropped[DropQueueFull].Inc()
 			return
 		}
-		if l.mu.sess == 0 {
+		if l.mu.connN == 0 {
 			l.mu.Unlock()
 			l.lm.dropped[DropLinkDown].Inc()
 			return
@@ -192,18 +192,18 @@ func (l *Link) SendRetained(msg []byte) bool {
 // batches when its control queue is empty. Call it from Handler.LinkUp.
 func (l *Link) SyncRetained(msgs [][]byte) {
 	l.mu.Lock()
-	if l.mu.sess != 0 {
+	if l.mu.connN != 0 {
 		l.mu.sync = msgs
 	}
 	l.mu.Unlock()
 	l.poke()
 }
 
-// enqueue queues a control frame on connection sess (0: the current one)
+// enqueue queues a control frame on connection connN (0: the current one)
 // and reports whether it was queued.
-func (l *Link) enqueue(sess uint64, frame []byte) bool {
+func (l *Link) enqueue(connN uint64, frame []byte) bool {
 	l.mu.Lock()
-	if l.mu.sess == 0 || (sess != 0 && sess != l.mu.sess) {
+	if l.mu.connN == 0 || (connN != 0 && connN != l.mu.connN) {
 		l.mu.Unlock()
 		return false
 	}
@@ -226,8 +226,8 @@ func (l *Link) enqueueLocked(frame []byte) bool {
 	return true
 }
 
-func (l *Link) respond(sess uint64, r response) {
-	l.enqueue(sess, appendResponse(nil, r))
+func (l *Link) respond(connN uint64, r response) {
+	l.enqueue(connN, appendResponse(nil, r))
 }
 
 // Call sends a request and waits for its answer. It waits for the link to
@@ -243,7 +243,7 @@ func (l *Link) Call(ctx context.Context, method byte, body []byte) ([]byte, erro
 			l.mu.Unlock()
 			return nil, fmt.Errorf("peer: call to %s: %w", l.id, ErrClosed)
 		}
-		if l.mu.sess != 0 {
+		if l.mu.connN != 0 {
 			l.mu.nextID++
 			id = l.mu.nextID
 			ch = make(chan response, 1)
@@ -339,10 +339,11 @@ func (l *Link) run() {
 	}
 }
 
-// session is one connection's shared state between its reader and writer.
-type session struct {
+// conn is one connection to the peer: the state its reader and writer
+// share while it lasts.
+type conn struct {
 	n          uint64
-	conn       net.Conn
+	nc         net.Conn
 	br         *bufio.Reader
 	readerDone chan error // cap 1
 }
@@ -352,27 +353,27 @@ type session struct {
 // it returns.
 func (l *Link) serve(a accepted) *accepted {
 	l.mu.Lock()
-	l.mu.nsess++
-	s := &session{n: l.mu.nsess, conn: a.conn, br: a.br, readerDone: make(chan error, 1)}
-	l.mu.sess = s.n
+	l.mu.nconns++
+	c := &conn{n: l.mu.nconns, nc: a.conn, br: a.br, readerDone: make(chan error, 1)}
+	l.mu.connN = c.n
 	l.mu.ctrl, l.mu.ctrlBytes, l.mu.overflow, l.mu.sync = nil, 0, false, nil
 	close(l.mu.upCh)
 	l.mu.Unlock()
 	l.up.Store(true)
 	l.lm.up.Set(1)
-	l.mgr.log.Debug("peer: link up", "peer", l.id, "conn", s.n)
+	l.mgr.log.Debug("peer: link up", "peer", l.id, "conn", c.n)
 	l.mgr.cfg.Handler.LinkUp(l)
 
-	go func() { s.readerDone <- l.readLoop(s) }()
-	next, err := l.writeLoop(s)
-	_ = s.conn.Close()
-	rerr := <-s.readerDone
+	go func() { c.readerDone <- l.readLoop(c) }()
+	next, err := l.writeLoop(c)
+	_ = c.nc.Close()
+	rerr := <-c.readerDone
 	if err == nil {
 		err = rerr
 	}
 
 	l.mu.Lock()
-	l.mu.sess = 0
+	l.mu.connN = 0
 	l.mu.upCh = make(chan struct{})
 	l.mu.ctrl, l.mu.ctrlBytes, l.mu.overflow, l.mu.sync = nil, 0, false, nil
 	for id, ch := range l.mu.pending {
@@ -389,7 +390,7 @@ func (l *Link) serve(a accepted) *accepted {
 	if errors.Is(err, errOverflow) {
 		l.lm.resets.Inc()
 	}
-	l.mgr.log.Debug("peer: link down", "peer", l.id, "conn", s.n, "err", err)
+	l.mgr.log.Debug("peer: link down", "peer", l.id, "conn", c.n, "err", err)
 	l.mgr.cfg.Handler.LinkDown(l.id)
 	return next
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sextantmq/sextant/internal/memnet"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // recorder is a Handler that records what it receives.
@@ -241,8 +242,8 @@ func TestInterestSnapshotThenDeltasAndResync(t *testing.T) {
 		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond, BreakAfter: time.Second})
 		defer nw.Close()
 		a := startNode(t, nw, "a", "10.0.0.1", Options{}, nil)
-		a.mgr.SetInterest("x/#", true)
-		a.mgr.SetInterest("$share/g/y", true)
+		a.mgr.AddInterest("x/#", 1)
+		a.mgr.AddInterest("$share/g/y", 1)
 		b := startNode(t, nw, "b", "10.0.0.2", Options{}, nil)
 		a.mgr.Add("b", "10.0.0.2:7000")
 		b.mgr.Add("a", "10.0.0.1:7000")
@@ -267,12 +268,12 @@ func TestInterestSnapshotThenDeltasAndResync(t *testing.T) {
 		eventually(t, 5*time.Second, "snapshot", same("x/#", "$share/g/y"))
 
 		// Reference counting: a second +1 then one -1 keeps the filter.
-		a.mgr.SetInterest("x/#", true)
-		a.mgr.SetInterest("x/#", false)
-		a.mgr.SetInterest("z", true)
+		a.mgr.AddInterest("x/#", 1)
+		a.mgr.AddInterest("x/#", -1)
+		a.mgr.AddInterest("z", 1)
 		// Reports racing out of order: -1 before its +1.
-		a.mgr.SetInterest("w", false)
-		a.mgr.SetInterest("w", true)
+		a.mgr.AddInterest("w", -1)
+		a.mgr.AddInterest("w", 1)
 		eventually(t, 5*time.Second, "deltas", same("x/#", "$share/g/y", "z"))
 		b.rec.mu.Lock()
 		fulls := b.rec.fulls
@@ -285,8 +286,8 @@ func TestInterestSnapshotThenDeltasAndResync(t *testing.T) {
 		// is down; after healing, a new snapshot brings b up to date.
 		nw.Partition("10.0.0.1", "10.0.0.2")
 		eventually(t, 30*time.Second, "link down", func() bool { return !a.mgr.Link("b").Up() })
-		a.mgr.SetInterest("$share/g/y", false)
-		a.mgr.SetInterest("q/+", true)
+		a.mgr.AddInterest("$share/g/y", -1)
+		a.mgr.AddInterest("q/+", 1)
 		nw.Heal("10.0.0.1", "10.0.0.2")
 		eventually(t, 30*time.Second, "resync", same("x/#", "z", "q/+"))
 		b.rec.mu.Lock()
@@ -310,27 +311,27 @@ func TestInterestLogTruncationSendsSnapshot(t *testing.T) {
 	if _, ok := in.since(0, false); ok {
 		t.Fatal("nothing changed, but since reported a change")
 	}
-	in.set("a", true)
+	in.add("a", 1)
 	f, _ = in.since(0, false)
 	if f.Full || f.From != 0 || f.To != 1 || !slices.Equal(f.Add, []string{"a"}) {
 		t.Fatalf("delta: %+v", f)
 	}
 	for i := range 2*interestLog + 10 {
-		in.set("f"+strconv.Itoa(i), true)
+		in.add("f"+strconv.Itoa(i), 1)
 	}
 	f, _ = in.since(1, false)
 	if !f.Full || len(f.Add) != 2*interestLog+11 {
 		t.Fatalf("after the log was truncated: full=%v with %d filters", f.Full, len(f.Add))
 	}
 	v := in.version()
-	in.set("f0", false)
+	in.add("f0", -1)
 	f, _ = in.since(v, false)
 	if f.Full || !slices.Equal(f.Remove, []string{"f0"}) || f.From != v || f.To != v+1 {
 		t.Fatalf("recent delta: %+v", f)
 	}
 	// A filter added and removed again nets out as a removal.
-	in.set("tmp", true)
-	in.set("tmp", false)
+	in.add("tmp", 1)
+	in.add("tmp", -1)
 	f, _ = in.since(v+1, false)
 	if len(f.Add) != 0 || !slices.Equal(f.Remove, []string{"tmp"}) {
 		t.Fatalf("net delta: %+v", f)
@@ -506,7 +507,7 @@ func TestQueueOverflowPolicy(t *testing.T) {
 // connections.
 type countingDial struct{ n atomic.Int64 }
 
-func (c *countingDial) wrap(dial DialFunc) DialFunc {
+func (c *countingDial) wrap(dial netx.DialFunc) netx.DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, addr)
 		if err != nil {

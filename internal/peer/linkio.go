@@ -2,12 +2,22 @@ package peer
 
 import "fmt"
 
+// Buffer sizes of a connection: the reader's buffered reader, the largest
+// frame buffer the reader keeps between frames, and how many batches' worth
+// of write buffer the writer keeps (a hand-over's larger buffer is
+// returned).
+const (
+	readBufferSize   = 64 << 10
+	keepReadBuffer   = 4 << 20
+	keepWriteBatches = 4
+)
+
 // writeLoop is a connection's writer: it sends interest changes, control
 // frames, then the retained sync and forwarded messages in batches, one
 // write per round, and a ping when idle. It returns when the connection
 // fails (the error), the reader stops, the link is removed, or a newer
 // connection is offered (returned).
-func (l *Link) writeLoop(s *session) (*accepted, error) {
+func (l *Link) writeLoop(c *conn) (*accepted, error) {
 	opts := &l.mgr.opts
 	clk := l.mgr.clock
 	var (
@@ -75,8 +85,8 @@ func (l *Link) writeLoop(s *session) (*accepted, error) {
 					continue
 				}
 				buf = appendPing(buf)
-			case err := <-s.readerDone:
-				s.readerDone <- err // serve reads it again
+			case err := <-c.readerDone:
+				c.readerDone <- err // serve reads it again
 				return nil, err
 			case <-l.ctx.Done():
 				return nil, nil
@@ -89,8 +99,8 @@ func (l *Link) writeLoop(s *session) (*accepted, error) {
 			// this connection closed by the peer; say so here instead.
 			l.mgr.log.Warn("peer: frame over the size limit", "peer", l.id, "bytes", len(buf))
 		}
-		_ = s.conn.SetWriteDeadline(clk.Now().Add(opts.WriteTimeout))
-		if _, err := s.conn.Write(buf); err != nil {
+		_ = c.nc.SetWriteDeadline(clk.Now().Add(opts.WriteTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
 			return nil, fmt.Errorf("peer: write to %s: %w", l.id, err)
 		}
 		lastSent = clk.Now()
@@ -101,7 +111,7 @@ func (l *Link) writeLoop(s *session) (*accepted, error) {
 		if more {
 			l.poke()
 		}
-		if cap(buf) > 4*opts.BatchBytes {
+		if cap(buf) > keepWriteBatches*opts.BatchBytes {
 			buf = nil // do not keep a hand-over's buffer around
 		}
 	}
@@ -109,7 +119,7 @@ func (l *Link) writeLoop(s *session) (*accepted, error) {
 
 // readLoop is a connection's reader: it dispatches frames to the handler
 // until the connection fails.
-func (l *Link) readLoop(s *session) error {
+func (l *Link) readLoop(c *conn) error {
 	opts := &l.mgr.opts
 	clk := l.mgr.clock
 	h := l.mgr.cfg.Handler
@@ -118,8 +128,8 @@ func (l *Link) readLoop(s *session) error {
 		rin remoteInterest
 	)
 	for {
-		_ = s.conn.SetReadDeadline(clk.Now().Add(opts.ReadTimeout))
-		typ, body, nbuf, err := readFrame(s.br, buf, opts.MaxFrame)
+		_ = c.nc.SetReadDeadline(clk.Now().Add(opts.ReadTimeout))
+		typ, body, nbuf, err := readFrame(c.br, buf, opts.MaxFrame)
 		buf = nbuf
 		if err != nil {
 			return fmt.Errorf("peer: read from %s: %w", l.id, err)
@@ -163,7 +173,7 @@ func (l *Link) readLoop(s *session) error {
 				return err
 			}
 			r.Body = append([]byte(nil), r.Body...)
-			l.mgr.serveRequest(l, s.n, r)
+			l.mgr.serveRequest(l, c.n, r)
 		case frameResponse:
 			r, err := decodeResponse(body)
 			if err != nil {
@@ -184,7 +194,7 @@ func (l *Link) readLoop(s *session) error {
 		default:
 			return fmt.Errorf("%w: unexpected %s frame", ErrCorrupt, frameName(typ))
 		}
-		if cap(buf) > 4<<20 && len(body) < 64<<10 {
+		if cap(buf) > keepReadBuffer && len(body) < readBufferSize {
 			buf = nil // return a large frame's buffer
 		}
 	}

@@ -17,10 +17,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/netx"
+	"github.com/sextantmq/sextant/internal/run"
 )
 
 // ErrClosed is returned by operations on a removed link or closed manager.
 var ErrClosed = errors.New("peer: closed")
+
+// ErrNoLink is returned by a call to a node this manager has no link to.
+var ErrNoLink = errors.New("peer: no link")
 
 // maxHandshakes bounds the inbound connections in their handshake at once;
 // more are closed at once.
@@ -39,13 +44,11 @@ type Manager struct {
 	noLink      prometheus.Counter
 	interest    *interest
 	incarnation uint64
-	ctx         context.Context
-	cancel      context.CancelFunc
+	group       *run.Group    // accept loop, handshakes, request handlers; its context ends at Close
 	requests    chan struct{} // semaphore of request handlers
 	handshakes  chan struct{} // semaphore of inbound handshakes
 
 	links atomic.Pointer[map[string]*Link] // copy on write, for lookups on the publish path
-	wg    sync.WaitGroup                   // accept loop, handshakes, request handlers
 
 	rng struct {
 		sync.Mutex
@@ -82,7 +85,7 @@ func New(cfg Config) (*Manager, error) {
 	m.noLink = m.metrics.dropped.WithLabelValues("", DropNoLink)
 	m.requests = make(chan struct{}, m.opts.MaxRequests)
 	m.handshakes = make(chan struct{}, maxHandshakes)
-	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.group = run.NewGroup(context.Background())
 	m.rng.r = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
 	m.mu.links = map[string]*Link{}
 	empty := map[string]*Link{}
@@ -102,8 +105,7 @@ func (m *Manager) Start() {
 		return
 	}
 	m.mu.started = true
-	m.wg.Add(1)
-	go m.acceptLoop()
+	m.group.Go(m.acceptLoop)
 }
 
 // Add makes sure there is a link to node id at addr: a new link starts
@@ -178,16 +180,50 @@ func (m *Manager) Publish(id string, p *Publish) {
 	m.noLink.Inc()
 }
 
-// SetInterest records that a filter (as subscribed, "$share/group/filter"
-// for shared ones) gained (present) or lost a local subscriber group; see
-// the package doc for the reference counting. Links announce the change.
-func (m *Manager) SetInterest(filter string, present bool) {
-	if !m.interest.set(filter, present) {
+// AddInterest adds n local subscriptions to filter (as subscribed,
+// "$share/group/filter" for shared ones); n is negative for removals. A
+// filter is announced while its count is positive; see the package doc.
+// Links announce the change.
+func (m *Manager) AddInterest(filter string, n int) {
+	if !m.interest.add(filter, n) {
 		return
 	}
 	for _, l := range *m.links.Load() {
 		l.poke()
 	}
+}
+
+// SendRetained sends one retained update (a message.Append encoding) on
+// every connected link; see Link.SendRetained.
+func (m *Manager) SendRetained(msg []byte) {
+	for _, l := range *m.links.Load() {
+		l.SendRetained(msg)
+	}
+}
+
+// Call sends a request to node id and waits for its answer (Link.Call);
+// it fails with ErrNoLink if there is no link to id.
+func (m *Manager) Call(ctx context.Context, id string, method byte, body []byte) ([]byte, error) {
+	l := m.Link(id)
+	if l == nil {
+		return nil, fmt.Errorf("peer: call to %s: %w", id, ErrNoLink)
+	}
+	return l.Call(ctx, method, body)
+}
+
+// Notify sends a request whose answer is not wanted to node id, if its
+// link is connected (Link.Notify); it reports whether it was queued.
+func (m *Manager) Notify(id string, method byte, body []byte) bool {
+	if l := m.Link(id); l != nil {
+		return l.Notify(method, body)
+	}
+	return false
+}
+
+// Up reports whether the link to node id is connected.
+func (m *Manager) Up(id string) bool {
+	l := m.Link(id)
+	return l != nil && l.Up()
 }
 
 // Close stops accepting, removes every link and waits for every goroutine
@@ -203,7 +239,7 @@ func (m *Manager) Close() error {
 	m.mu.links = map[string]*Link{}
 	m.publishLinks()
 	m.mu.Unlock()
-	m.cancel()
+	m.group.Stop()
 	var err error
 	if m.cfg.Listener != nil {
 		if cerr := m.cfg.Listener.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
@@ -214,7 +250,7 @@ func (m *Manager) Close() error {
 		l.stop()
 		m.metrics.forget(id)
 	}
-	m.wg.Wait()
+	m.group.Wait()
 	return err
 }
 
@@ -232,57 +268,24 @@ func (m *Manager) backoff(n int) time.Duration {
 	return d/2 + j
 }
 
-// spawn runs f in a goroutine owned by the manager, unless it is closing.
-func (m *Manager) spawn(f func()) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.closed {
-		return false
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		f()
-	}()
-	return true
-}
-
-func (m *Manager) acceptLoop() {
-	defer m.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := m.cfg.Listener.Accept()
-		if err != nil {
-			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			m.log.Warn("peer: accept", "err", err)
-			t := m.clock.NewTimer(backoff)
-			select {
-			case <-t.C():
-			case <-m.ctx.Done():
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+func (m *Manager) acceptLoop(ctx context.Context) {
+	netx.Accept(ctx, m.cfg.Listener, m.clock, m.log.With("listener", "peer"), func(c net.Conn) bool {
 		select {
 		case m.handshakes <- struct{}{}:
 		default:
 			_ = c.Close() // too many half-open connections
-			continue
+			return true
 		}
-		if !m.spawn(func() {
+		if !m.group.Go(func(context.Context) {
 			defer func() { <-m.handshakes }()
 			m.accept(c)
 		}) {
 			<-m.handshakes
 			_ = c.Close()
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // accept runs the acceptor's side of the handshake and hands the
@@ -297,7 +300,7 @@ func (m *Manager) accept(c net.Conn) {
 	conn := c
 	if m.cfg.TLS != nil {
 		tc := tls.Server(c, m.cfg.TLS)
-		ctx, cancel := context.WithTimeout(m.ctx, m.opts.HandshakeTimeout)
+		ctx, cancel := context.WithTimeout(m.group.Context(), m.opts.HandshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
@@ -307,7 +310,7 @@ func (m *Manager) accept(c net.Conn) {
 		}
 		conn = tc
 	}
-	br := bufio.NewReaderSize(conn, 64<<10)
+	br := bufio.NewReaderSize(conn, readBufferSize)
 	typ, body, _, err := readFrame(br, nil, 4096)
 	if err != nil || typ != frameHello {
 		_ = conn.Close()
@@ -379,7 +382,7 @@ func (m *Manager) dial(ctx context.Context, id, addr string) (accepted, error) {
 	if _, err := conn.Write(appendHello(nil, hello{Version: protocolVersion, From: m.cfg.NodeID, To: id, Incarnation: m.incarnation})); err != nil {
 		return fail(err)
 	}
-	br := bufio.NewReaderSize(conn, 64<<10)
+	br := bufio.NewReaderSize(conn, readBufferSize)
 	typ, body, _, err := readFrame(br, nil, 4096)
 	if err != nil {
 		return fail(err)
@@ -411,26 +414,26 @@ type accepted struct {
 
 // serveRequest runs the handler for a request in a goroutine of its own and
 // queues the answer on the connection it came from.
-func (m *Manager) serveRequest(l *Link, sess uint64, r request) {
+func (m *Manager) serveRequest(l *Link, connN uint64, r request) {
 	select {
 	case m.requests <- struct{}{}:
 	default:
 		if r.ID != 0 {
-			l.respond(sess, response{ID: r.ID, Status: statusError, Body: []byte("peer: too many requests")})
+			l.respond(connN, response{ID: r.ID, Status: statusError, Body: []byte("peer: too many requests")})
 		}
 		return
 	}
-	if !m.spawn(func() {
+	if !m.group.Go(func(ctx context.Context) {
 		defer func() { <-m.requests }()
-		out, err := m.cfg.Handler.Serve(m.ctx, l.id, r.Method, r.Body)
+		out, err := m.cfg.Handler.Serve(ctx, l.id, r.Method, r.Body)
 		if r.ID == 0 {
 			return
 		}
 		if err != nil {
-			l.respond(sess, response{ID: r.ID, Status: statusError, Body: []byte(err.Error())})
+			l.respond(connN, response{ID: r.ID, Status: statusError, Body: []byte(err.Error())})
 			return
 		}
-		l.respond(sess, response{ID: r.ID, Status: statusOK, Body: out})
+		l.respond(connN, response{ID: r.ID, Status: statusOK, Body: out})
 	}) {
 		<-m.requests
 	}

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +9,14 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/sextantmq/sextant/internal/netx"
+	"github.com/sextantmq/sextant/internal/run"
 )
+
+// defaultSniffTimeout is how long a Mux waits for a connection's first
+// byte unless told otherwise.
+const defaultSniffTimeout = 10 * time.Second
 
 // Mux shares one listener between protocols that each open their
 // connections with a distinctive first byte: the node's peer address
@@ -21,10 +29,9 @@ type Mux struct {
 	ln      net.Listener
 	timeout time.Duration
 	log     *slog.Logger
-	stop    chan struct{}
+	group   *run.Group // the accept loop and the connections being routed
 	sem     chan struct{}
 
-	wg   sync.WaitGroup
 	once sync.Once
 
 	mu struct {
@@ -39,12 +46,12 @@ type Mux struct {
 // (default 10 s).
 func NewMux(ln net.Listener, sniff time.Duration, log *slog.Logger) *Mux {
 	if sniff <= 0 {
-		sniff = 10 * time.Second
+		sniff = defaultSniffTimeout
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mux{ln: ln, timeout: sniff, log: log, stop: make(chan struct{}), sem: make(chan struct{}, maxHandshakes)}
+	m := &Mux{ln: ln, timeout: sniff, log: log, group: run.NewGroup(context.Background()), sem: make(chan struct{}, maxHandshakes)}
 	m.mu.routes = map[byte]*muxListener{}
 	return m
 }
@@ -69,8 +76,7 @@ func (m *Mux) Start() {
 		return
 	}
 	m.mu.started = true
-	m.wg.Add(1)
-	go m.acceptLoop()
+	m.group.Go(m.acceptLoop)
 }
 
 // Addr is the shared listener's address.
@@ -82,57 +88,36 @@ func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 func (m *Mux) Close() error {
 	var err error
 	m.once.Do(func() {
-		close(m.stop)
+		m.group.Stop()
 		if cerr := m.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 			err = fmt.Errorf("peer: mux: %w", cerr)
 		}
-		m.wg.Wait()
+		m.group.Wait()
 	})
 	return err
 }
 
-func (m *Mux) acceptLoop() {
-	defer m.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := m.ln.Accept()
-		if err != nil {
-			select {
-			case <-m.stop:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			m.log.Warn("peer: mux accept", "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-m.stop:
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+func (m *Mux) acceptLoop(ctx context.Context) {
+	netx.Accept(ctx, m.ln, nil, m.log.With("listener", "mux"), func(c net.Conn) bool {
 		select {
 		case m.sem <- struct{}{}:
 		default:
 			_ = c.Close()
-			continue
+			return true
 		}
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
+		if !m.group.Go(func(ctx context.Context) {
 			defer func() { <-m.sem }()
-			m.route(c)
-		}()
-	}
+			m.route(ctx, c)
+		}) {
+			<-m.sem
+			_ = c.Close()
+			return false
+		}
+		return true
+	})
 }
 
-func (m *Mux) route(c net.Conn) {
+func (m *Mux) route(ctx context.Context, c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(m.timeout))
 	var b [1]byte
 	if _, err := io.ReadFull(c, b[:]); err != nil {
@@ -153,7 +138,7 @@ func (m *Mux) route(c net.Conn) {
 	case l.conns <- pc:
 	case <-l.closed:
 		_ = c.Close()
-	case <-m.stop:
+	case <-ctx.Done():
 		_ = c.Close()
 	}
 }
@@ -171,7 +156,7 @@ func (l *muxListener) Accept() (net.Conn, error) {
 	case c := <-l.conns:
 		return c, nil
 	case <-l.closed:
-	case <-l.mux.stop:
+	case <-l.mux.group.Context().Done():
 	}
 	return nil, fmt.Errorf("peer: mux listener: %w", net.ErrClosed)
 }

@@ -11,9 +11,9 @@ import (
 // benchStore holds 100,000 retained topics "<l1>/<l2>/<l3>": 10 first
 // levels, 1,000 second levels, 10 third levels. "a/+/c" matches 1,000 of
 // them, "#" all.
-func benchStore(b *testing.B) *Store {
+func benchStore(b *testing.B) *Index {
 	b.Helper()
-	var s Store
+	var s Index
 	l1 := []string{"a", "b", "d", "e", "f", "g", "h", "i", "j", "k"}
 	l3 := []string{"c", "x", "y", "z", "status", "temp", "hum", "co2", "lux", "volt"}
 	for _, x := range l1 {
@@ -59,7 +59,7 @@ func BenchmarkGet100k(b *testing.B) {
 
 func BenchmarkMemoryPerRetained(b *testing.B) {
 	var before, after runtime.MemStats
-	var s *Store
+	var s *Index
 	for b.Loop() {
 		runtime.GC()
 		runtime.ReadMemStats(&before)

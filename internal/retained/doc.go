@@ -7,9 +7,9 @@
 // its parent and everything below, and a filter starting with a wildcard does
 // not see names starting with '$'.
 //
-// Concurrency: a Store is safe for concurrent use; it is a plain object
+// Concurrency: an Index is safe for concurrent use; it is a plain object
 // behind one RWMutex. Callbacks passed to Match and All run under the read
-// lock and must not call back into the Store.
+// lock and must not call back into the Index.
 //
 // The package is pure: no I/O, no clock, no goroutines. It decides nothing
 // about persistence, expiry or cluster replication (its caller stores

@@ -172,7 +172,7 @@ func (n *node[S]) visit(path []byte, root bool, fn func(string, int)) {
 	}
 	if n.x != nil {
 		for _, g := range n.x.groups {
-			fn(topic.SharePrefix+g.name+"/"+g.filter, len(g.members))
+			fn(topic.JoinShared(g.name, g.filter), len(g.members))
 		}
 	}
 	n.eachChild(func(c *node[S]) {

@@ -50,7 +50,7 @@ func write(t *testing.T, c net.Conn, p packet.Packet) {
 // connection's code ends that connection only, is counted, and that
 // another connection served by the same code keeps working.
 func TestPanicInHandlerIsRecoveredAndCounted(t *testing.T) {
-	m := metrics.NewBroker()
+	m := metrics.NewNode()
 	env := &session.Env{Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler), Metrics: m, Limits: session.Limits{
 		MaxPacketSize: 1 << 20, ReceiveMaximum: 10, MaxInflight: 10, MaxQueued: 10, MaxStored: 10,
 		MaxTopicLength: 100, MaxTopicLevels: 10, MaxClientIDLength: 100,

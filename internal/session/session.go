@@ -54,7 +54,7 @@ var _ Persister = (*store.Store)(nil)
 type Env struct {
 	Clock   clock.Clock
 	Log     *slog.Logger
-	Metrics *metrics.Broker
+	Metrics *metrics.Node
 	Store   Persister // nil: nothing is persisted
 	Limits  Limits
 	Hub     Hub

@@ -287,6 +287,28 @@ func decodeQueued(key, b []byte) (*QueuedMessage, error) {
 	return q, nil
 }
 
+// AppendSessionRecord appends r in the layout the store keeps it (without
+// its client id, which is the record's key). A session moving between nodes
+// travels in this layout too, so a session is encoded one way.
+func AppendSessionRecord(dst []byte, r *SessionRecord) []byte { return appendSession(dst, r) }
+
+// DecodeSessionRecord decodes AppendSessionRecord's output for clientID;
+// the result does not alias b. Bad input is an error wrapping ErrCorrupt.
+func DecodeSessionRecord(clientID string, b []byte) (*SessionRecord, error) {
+	return decodeSession([]byte(clientID), b)
+}
+
+// AppendQueuedRecord appends q in the layout the store keeps it (without
+// its sequence number, which is the record's key).
+func AppendQueuedRecord(dst []byte, q *QueuedMessage) []byte { return appendQueued(dst, q) }
+
+// DecodeQueuedRecord decodes AppendQueuedRecord's output for sequence
+// number seq; the result does not alias b. Bad input is an error wrapping
+// ErrCorrupt.
+func DecodeQueuedRecord(seq uint64, b []byte) (*QueuedMessage, error) {
+	return decodeQueued(binary.BigEndian.AppendUint64(nil, seq), b)
+}
+
 // decodeRetained decodes the retained message stored under key topic.
 func decodeRetained(topic, b []byte) (*message.Message, error) {
 	m, err := message.Decode(b)

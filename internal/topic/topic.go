@@ -123,6 +123,11 @@ func ParseShared(filter string) (group, inner string, shared bool, err error) {
 	return group, inner, true, nil
 }
 
+// JoinShared builds the shared subscription filter
+// "$share/{group}/{filter}" that ParseShared splits: the form a shared group
+// is subscribed, announced to other nodes and named in forwarded messages.
+func JoinShared(group, filter string) string { return SharePrefix + group + "/" + filter }
+
 // Limits bounds topic names and filters beyond what MQTT allows. A zero
 // field means no limit.
 type Limits struct {

@@ -12,12 +12,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
+
+// requestTimeout bounds one admin API request, answer included.
+const requestTimeout = 15 * time.Second
 
 // Client talks to one node's admin API.
 type Client struct {
@@ -42,6 +46,12 @@ func WithTLS(cfg *tls.Config) Option {
 	}
 }
 
+// WithTimeout sets how long one request may take (default 15 s); a drain
+// waits for sessions to move and needs longer.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) { c.http.Timeout = d }
+}
+
 // New returns a client for the admin API at base ("http://host:port",
 // "https://host:port" or "host:port"). token, if set, is sent as a bearer
 // token.
@@ -50,7 +60,7 @@ func New(base, token string, opts ...Option) *Client {
 	if !explicit {
 		base = "http://" + base
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 15 * time.Second}, explicit: explicit}
+	c := &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: requestTimeout}, explicit: explicit}
 	for _, o := range opts {
 		o(c)
 	}
@@ -156,4 +166,28 @@ func (c *Client) PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint
 func IsStatus(err error, status int) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == status
+}
+
+// Drain is POST /v1/drain: the node stops taking clients, waits for their
+// persistent sessions to move to other nodes, hands over its part of the
+// metadata group and then stops. It returns what the drain did.
+func (c *Client) Drain(ctx context.Context, req adminapi.DrainRequest) (adminapi.DrainReport, error) {
+	var rep adminapi.DrainReport
+	return rep, c.do(ctx, "POST", "/v1/drain", req, &rep)
+}
+
+// Ready is GET /readyz: nil when the node serves clients, else why not
+// (an *APIError with status 503 while starting, draining or stopping).
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, "GET", "/readyz", nil, nil)
+}
+
+// RemoveNode is DELETE /v1/nodes/{id}: remove another node from the
+// cluster for good (force: even though gossip sees it alive).
+func (c *Client) RemoveNode(ctx context.Context, id string, force bool) error {
+	path := "/v1/nodes/" + url.PathEscape(id)
+	if force {
+		path += "?force=true"
+	}
+	return c.do(ctx, "DELETE", path, nil, nil)
 }

@@ -1,0 +1,22 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+)
+
+// Join joins the cluster through addrs after Start, retrying with backoff
+// until one of them answers or ctx ends. A node restarted without a join
+// list uses it to find the members it knew (see internal/node), in the
+// background, so that it serves its clients meanwhile.
+func (m *Membership) Join(ctx context.Context, addrs []string) error { return m.join(ctx, addrs) }
+
+// RemoveFailed marks a failed member as gone for good (an operator removed
+// it): the other members stop trying to reconnect to it, and it is
+// reaped from the list.
+func (m *Membership) RemoveFailed(id string) error {
+	if err := m.serf.RemoveFailedNodePrune(id); err != nil {
+		return fmt.Errorf("membership: remove %s: %w", id, err)
+	}
+	return nil
+}

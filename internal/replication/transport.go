@@ -1,0 +1,312 @@
+package replication
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Kind is the first byte of every group connection on a node's cluster
+// address; the node's first-byte multiplexer routes connections starting
+// with it to the Engine's listener.
+const Kind byte = 'D'
+
+// A group connection, after Kind (in the clear, for the multiplexer) and
+// the TLS handshake when the cluster uses TLS, carries a hello:
+//
+//	version (1 byte, helloVersion)
+//	from node id, to node id, group id: each a length byte and the bytes
+//
+// The accepting engine answers with one status byte, then the stream is
+// Raft's. The dialler does not wait for the status: Raft writes its first
+// request at once and reads the status just before the response (see
+// ackConn), so a new connection costs no extra round trip. The hello is
+// sent inside TLS because group ids derive from topic names.
+const helloVersion = 1
+
+// Status bytes answering a hello.
+const (
+	statusOK byte = iota
+	statusUnknownGroup
+	statusWrongNode
+	statusBadHello
+
+	statusNone byte = 0xff // not sent: the connection is closed without an answer
+)
+
+func statusText(s byte) string {
+	switch s {
+	case statusUnknownGroup:
+		return "the node does not run the group"
+	case statusWrongNode:
+		return "the address belongs to another node"
+	case statusBadHello:
+		return "the node could not parse the hello"
+	}
+	return fmt.Sprintf("status %d", s)
+}
+
+// helloTimeout bounds how long an accepted connection may take to send
+// its kind byte, finish TLS and send its hello.
+const helloTimeout = 10 * time.Second
+
+// hello opens a group connection.
+type hello struct {
+	from, to string
+	group    GroupID
+}
+
+func (h hello) append(b []byte) []byte {
+	b = append(b, helloVersion)
+	for _, s := range []string{h.from, h.to, string(h.group)} {
+		b = append(b, byte(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+var errBadHello = errors.New("replication: bad hello")
+
+// readHello reads a hello from r, consuming exactly its bytes.
+func readHello(r io.Reader) (hello, error) {
+	var b [1 + maxIDLen]byte
+	if _, err := io.ReadFull(r, b[:1]); err != nil {
+		return hello{}, fmt.Errorf("%w: %w", errBadHello, err)
+	}
+	if b[0] != helloVersion {
+		return hello{}, fmt.Errorf("%w: version %d, want %d", errBadHello, b[0], helloVersion)
+	}
+	var fields [3]string
+	for i := range fields {
+		if _, err := io.ReadFull(r, b[:1]); err != nil {
+			return hello{}, fmt.Errorf("%w: %w", errBadHello, err)
+		}
+		n := int(b[0])
+		if n == 0 {
+			return hello{}, fmt.Errorf("%w: empty field %d", errBadHello, i)
+		}
+		if _, err := io.ReadFull(r, b[:n]); err != nil {
+			return hello{}, fmt.Errorf("%w: %w", errBadHello, err)
+		}
+		fields[i] = string(b[:n])
+	}
+	h := hello{from: fields[0], to: fields[1], group: GroupID(fields[2])}
+	if err := h.group.Validate(); err != nil {
+		return hello{}, fmt.Errorf("%w: %w", errBadHello, err)
+	}
+	return h, nil
+}
+
+// Raft addresses are "nodeID@addr": the node id travels in the hello, so a
+// connection that reaches another node at a reused address is refused
+// instead of delivering votes to the wrong replica.
+func raftAddress(id, addr string) raft.ServerAddress { return raft.ServerAddress(id + "@" + addr) }
+
+func splitAddress(a raft.ServerAddress) (id, addr string) {
+	s := string(a)
+	i := strings.LastIndexByte(s, '@')
+	if i < 0 {
+		return "", s
+	}
+	return s[:i], s[i+1:]
+}
+
+// layer is one group's raft.StreamLayer. Accept yields the connections the
+// engine's accept loop routed to the group; Dial opens connections to other
+// replicas. It tracks its connections so that Close (called when the
+// group's transport closes) ends them and the goroutines reading them.
+type layer struct {
+	// immutable
+	local    string // this node's id
+	addr     raftAddr
+	group    GroupID
+	dial     DialFunc
+	tls      *tls.Config
+	incoming chan net.Conn // from the accept loop; never closed
+	done     chan struct{}
+	ctx      context.Context // ends at Close: aborts dials in progress
+	cancel   context.CancelFunc
+	once     sync.Once
+
+	mu struct {
+		sync.Mutex
+		conns map[net.Conn]struct{} // nil once closed
+	}
+}
+
+var _ raft.StreamLayer = (*layer)(nil)
+
+func newLayer(local, addr string, group GroupID, dial DialFunc, tlsCfg *tls.Config) *layer {
+	l := &layer{
+		local: local, addr: raftAddr(raftAddress(local, addr)), group: group,
+		dial: dial, tls: tlsCfg,
+		incoming: make(chan net.Conn), done: make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.mu.conns = map[net.Conn]struct{}{}
+	return l
+}
+
+// offer hands an accepted connection to Accept; false once the layer or
+// ctx closed (the caller closes the connection).
+func (l *layer) offer(ctx context.Context, c net.Conn) bool {
+	select {
+	case l.incoming <- c:
+		return true
+	case <-l.done:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// Accept returns the next inbound connection of the group.
+func (l *layer) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.incoming:
+		return l.track(c)
+	case <-l.done:
+		return nil, fmt.Errorf("replication: group %s: %w", l.group, net.ErrClosed)
+	}
+}
+
+// Dial opens a group connection to address ("nodeID@addr").
+func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	select {
+	case <-l.done:
+		return nil, fmt.Errorf("replication: group %s: %w", l.group, net.ErrClosed)
+	default:
+	}
+	to, addr := splitAddress(address)
+	ctx, cancel := context.WithTimeout(l.ctx, timeout)
+	defer cancel()
+	c, err := l.dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte{Kind}); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
+	}
+	if c, err = secure(ctx, c, l.tls, false); err != nil {
+		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
+	}
+	if _, err := c.Write(hello{from: l.local, to: to, group: l.group}.append(nil)); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return l.track(&ackConn{Conn: c, group: l.group, remote: string(address)})
+}
+
+func (l *layer) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.conns == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("replication: group %s: %w", l.group, net.ErrClosed)
+	}
+	tc := &trackedConn{Conn: c, layer: l}
+	l.mu.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+func (l *layer) forget(c net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.mu.conns, c)
+}
+
+// Close stops Accept, aborts dials in progress and closes every connection
+// of the group.
+func (l *layer) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.cancel()
+		l.mu.Lock()
+		conns := l.mu.conns
+		l.mu.conns = nil
+		l.mu.Unlock()
+		for c := range conns {
+			_ = c.(*trackedConn).Conn.Close()
+		}
+	})
+	return nil
+}
+
+// Addr is this replica's Raft address.
+func (l *layer) Addr() net.Addr { return l.addr }
+
+type raftAddr string
+
+func (a raftAddr) Network() string { return "replication" }
+func (a raftAddr) String() string  { return string(a) }
+
+type trackedConn struct {
+	net.Conn
+	layer *layer
+}
+
+func (c *trackedConn) Close() error {
+	c.layer.forget(c)
+	return c.Conn.Close()
+}
+
+// ackConn is a dialled connection whose first byte to read is the
+// accepting engine's status for the hello.
+type ackConn struct {
+	net.Conn
+	group  GroupID
+	remote string
+
+	mu    sync.Mutex
+	acked bool
+}
+
+func (c *ackConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	if !c.acked {
+		var s [1]byte
+		if _, err := io.ReadFull(c.Conn, s[:]); err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+		if s[0] != statusOK {
+			c.mu.Unlock()
+			return 0, fmt.Errorf("%w: group %s at %s: %s", ErrRefused, c.group, c.remote, statusText(s[0]))
+		}
+		c.acked = true
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(b)
+}
+
+// secure runs the TLS handshake on c after its kind byte when cfg is set:
+// as the server for an accepted connection, as the client for a dialled
+// one. On failure c is closed.
+func secure(ctx context.Context, c net.Conn, cfg *tls.Config, server bool) (net.Conn, error) {
+	if cfg == nil {
+		return c, nil
+	}
+	var tc *tls.Conn
+	if server {
+		tc = tls.Server(c, cfg)
+	} else {
+		tc = tls.Client(c, cfg)
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
+}
