@@ -25,7 +25,7 @@ func TestSharedEncodingMatchesOwnEncoding(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rnd := rand.New(rand.NewPCG(uint64(seed), 11))
-	env := &Env{Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewBroker()}
+	env := &Env{Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewNode()}
 	now := time.Now()
 	hits := 0
 	newMessage := func(round int) *message.Message {

@@ -105,7 +105,7 @@ type testNode struct {
 func startTestNode(t *testing.T, lim Limits) *testNode {
 	t.Helper()
 	clk := clocktest.New(time.Now())
-	env := &Env{Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewBroker(), Limits: lim}
+	env := &Env{Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewNode(), Limits: lim}
 	n := &testNode{t: t, clk: clk, env: env, hub: newRouteHub(env), conns: make(chan *net.TCPConn, 16)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
