@@ -23,6 +23,7 @@ var sections = []struct{ first, title string }{
 	{"Fsync", "Durability"},
 	{"MaxConnections", "Limits"},
 	{"DrainTimeout", "Stopping and draining"},
+	{"ReplicationTiming", "Sequenced topics"},
 }
 
 // referenceIntro opens docs/configuration.md.

@@ -1,0 +1,99 @@
+package node
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/sextantmq/sextant/internal/meta"
+	"github.com/sextantmq/sextant/internal/replicas"
+	"github.com/sextantmq/sextant/internal/replication"
+)
+
+// groupsDir is where placement groups keep their storage, under the data
+// dir: one directory per group (replication.GroupID.DirName) with the Raft
+// log (wal/), snapshots and the topic log (log/).
+func (n *Node) groupsDir() string { return filepath.Join(n.cfg.DataDir, "groups") }
+
+// replicationTimeouts maps the replication-timing setting.
+func replicationTimeouts(timing string) replication.Timeouts {
+	if timing == "wan" {
+		return replication.WAN()
+	}
+	return replication.LAN()
+}
+
+// startGroups starts the replication engine on ln (the 'D' share of the
+// cluster address; nil for a node running alone, which only opens groups
+// with one replica) and the set of this node's group replicas, which
+// follows the metadata group.
+func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Config) error {
+	cfg := n.cfg
+	dir := n.groupsDir()
+	if n.opts.Ephemeral {
+		// An ephemeral node is a new member after a restart (its metadata
+		// copy was in memory): groups it held are not its own any more.
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("node: clear groups dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("node: groups dir: %w", err)
+	}
+	if ln != nil {
+		var err error
+		cp.engine, err = replication.New(replication.Config{
+			NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Listener: ln, Dial: n.net.Dial, TLS: peerTLS,
+			DataDir: dir, Timeouts: replicationTimeouts(cfg.ReplicationTiming), MaxGroups: cfg.MaxGroups,
+			Registerer: n.metrics.Registry, Logger: n.log.With("subsystem", "replication"),
+		})
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+	set, err := replicas.New(replicas.Config{
+		NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Meta: cp.meta, Engine: cp.engine, Dir: dir,
+		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval,
+		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "groups"),
+	})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	cp.groups = set
+	set.Start()
+	return nil
+}
+
+// closeGroups closes the group replicas, then the engine.
+func (cp *clusterParts) closeGroups() error {
+	var errs []error
+	if cp.groups != nil {
+		errs = append(errs, cp.groups.Close())
+	}
+	if cp.engine != nil {
+		if err := cp.engine.Close(); err != nil && !errors.Is(err, replication.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Groups exposes this node's placement-group replicas (nil before Start),
+// for tests and the admin API.
+func (n *Node) Groups() *replicas.Set {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.groups
+}
+
+// Meta exposes the node's metadata group (nil before Start), for tests.
+func (n *Node) Meta() *meta.Meta {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.meta
+}
