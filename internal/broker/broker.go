@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
@@ -58,6 +59,10 @@ type Broker struct {
 		ix *router.Index[*session.Session]
 	}
 	remote *Remote // nil on a node running alone; set before serving
+	// sequencer takes the publishes of sequenced topics (nil: every topic
+	// is direct); set before serving clients (SetSequencer, sequenced.go),
+	// while the broker's own $SYS publisher may already run.
+	sequencer atomic.Pointer[Sequencer]
 
 	moved movedSessions // relay.go: sessions released to another node
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/cluster"
+	"github.com/sextantmq/sextant/internal/cluster/sequenced"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
@@ -53,6 +54,7 @@ type clusterParts struct {
 	tls        *peer.ClusterTLS       // nil without cluster-tls; reloaded on SIGHUP
 	engine     *replication.Engine    // replicated placement groups; nil when running alone
 	groups     *replicas.Set          // this node's placement-group replicas (sequenced.go)
+	router     *sequenced.Router      // the access node's sequenced publish path
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -236,6 +238,9 @@ func (n *Node) leaveCluster(ctx context.Context) {
 func (n *Node) closeCluster() error {
 	cp := n.cluster
 	var errs []error
+	if cp.router != nil {
+		cp.router.Close()
+	}
 	if cp.layer != nil {
 		errs = append(errs, cp.layer.Close())
 	}

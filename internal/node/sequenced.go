@@ -7,6 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/broker"
+	"github.com/sextantmq/sextant/internal/cluster/sequenced"
+	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/session"
 
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/replicas"
@@ -64,7 +71,59 @@ func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Confi
 	}
 	cp.groups = set
 	set.Start()
+	return n.startPublishPath(cp)
+}
+
+// startPublishPath builds the sequenced publish path on the group replicas:
+// the home side (answering the peers' MethodPublish, registered on the
+// cluster layer before it starts) and the access node's router, which the
+// broker hands the publishes of sequenced topics.
+func (n *Node) startPublishPath(cp *clusterParts) error {
+	cfg := n.cfg
+	home := sequenced.NewHome(cp.groups, n.clock, n.metrics.Registry)
+	rc := sequenced.Config{
+		NodeID: cfg.NodeID, Meta: cp.meta, Home: home, MaxGroups: cfg.MaxGroups,
+		Inflight: cfg.SequencedInflight, WaitTimeout: cfg.SlowConsumer,
+		Retention: fsm.Retention{Messages: cfg.RetentionMessages, Duration: fsm.Duration(cfg.RetentionAge)},
+		Clock:     n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "sequenced"),
+	}
+	if cp.layer != nil {
+		if err := cp.layer.Handle(sequenced.MethodPublish, home.Serve); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		rc.Peers = cp.layer.Peers()
+		rc.Cluster = clusterView{cp}
+	}
+	router, err := sequenced.New(rc)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	cp.router = router
+	n.broker.SetSequencer(seqPublisher{router})
 	return nil
+}
+
+// clusterView is what the publish path knows of the other nodes: the
+// cluster layer's alive members and membership's coordinates.
+type clusterView struct{ cp *clusterParts }
+
+func (v clusterView) Alive() []string { return v.cp.layer.Alive() }
+
+func (v clusterView) EstimateRTT(a, b string) (time.Duration, bool) {
+	return v.cp.membership.EstimateRTT(a, b)
+}
+
+// seqPublisher adapts the router to broker.Sequencer.
+type seqPublisher struct{ r *sequenced.Router }
+
+var _ broker.Sequencer = seqPublisher{}
+
+func (p seqPublisher) Publish(clientID string, packetID uint16, m *message.Message, ack session.Acker) bool {
+	var a sequenced.Acker
+	if ack != nil {
+		a = ack
+	}
+	return p.r.Publish(clientID, packetID, m, a)
 }
 
 // closeGroups closes the group replicas, then the engine.
