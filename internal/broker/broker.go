@@ -63,6 +63,9 @@ type Broker struct {
 	// is direct); set before serving clients (SetSequencer, sequenced.go),
 	// while the broker's own $SYS publisher may already run.
 	sequencer atomic.Pointer[Sequencer]
+	// localInterest follows local subscriptions for the delivery layer
+	// (nil: nobody); set before serving (SetLocalInterest).
+	localInterest Interest
 
 	moved movedSessions // relay.go: sessions released to another node
 

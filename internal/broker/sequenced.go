@@ -50,3 +50,28 @@ func (b *Broker) publishSequenced(from *session.Session, m *message.Message, don
 	}
 	return sq.Publish(client, pid, m, done)
 }
+
+// DeliverSequenced delivers a record of a placement group's log, in the
+// group's order, to the local subscribers matching its topic (the
+// delivery layer calls it for every record its feeds bring, on every node
+// with interest). skip (may be nil) excludes sessions that get the group's
+// records another way for now (a replay catching up). It never forwards:
+// every node receives the group's records from its own feed.
+func (b *Broker) DeliverSequenced(m *message.Message, skip func(*session.Session) bool) {
+	var ps session.Persist
+	f := b.fanouts.Get().(*fanout)
+	b.route(m, nil, everyGroup, f)
+	if skip != nil {
+		rs := f.rs[:0]
+		for _, r := range f.rs {
+			if !skip(r.to) {
+				rs = append(rs, r)
+			}
+		}
+		clear(f.rs[len(rs):])
+		f.rs = rs
+	}
+	b.fanOut(f.rs, &ps)
+	b.putFanout(f)
+	b.commitPersist(&ps)
+}

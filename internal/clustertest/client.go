@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ type Message struct {
 	QoS     byte
 	Retain  bool
 	Dup     bool
+	// Index is the sx-index user property of a sequenced topic's message
+	// (0: none).
+	Index uint64
 }
 
 func (m Message) String() string {
@@ -157,6 +161,11 @@ func (cl *Client) read(r *packet.Reader) {
 		switch p := p.(type) {
 		case *packet.Publish:
 			m := Message{Topic: p.Topic, Payload: string(p.Payload), QoS: p.QoS, Retain: p.Retain, Dup: p.Dup}
+			for _, u := range p.Props.User {
+				if u.Key == "sx-index" {
+					m.Index, _ = strconv.ParseUint(u.Value, 10, 64)
+				}
+			}
 			switch p.QoS {
 			case 0:
 				cl.Msgs <- m
@@ -248,8 +257,18 @@ func (cl *Client) wait(ch chan packet.Packet, what string) (packet.Packet, error
 // one is granted.
 func (cl *Client) Subscribe(qos byte, filters ...string) {
 	cl.T.Helper()
+	cl.SubscribeWith(nil, qos, filters...)
+}
+
+// SubscribeWith is Subscribe with user properties on the SUBSCRIBE (such
+// as sx-from).
+func (cl *Client) SubscribeWith(user map[string]string, qos byte, filters ...string) {
+	cl.T.Helper()
 	id, ch := cl.expect()
 	sub := &packet.Subscribe{PacketID: id}
+	for k, v := range user {
+		sub.Props.User = append(sub.Props.User, packet.UserProperty{Key: k, Value: v})
+	}
 	for _, f := range filters {
 		sub.Subs = append(sub.Subs, packet.Subscription{Filter: f, QoS: qos})
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/cluster"
 	"github.com/sextantmq/sextant/internal/cluster/sequenced"
+	"github.com/sextantmq/sextant/internal/delivery"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
@@ -55,6 +56,7 @@ type clusterParts struct {
 	engine     *replication.Engine    // replicated placement groups; nil when running alone
 	groups     *replicas.Set          // this node's placement-group replicas (sequenced.go)
 	router     *sequenced.Router      // the access node's sequenced publish path
+	feeds      *delivery.Feeds        // sequenced records to local subscribers
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -240,6 +242,9 @@ func (n *Node) closeCluster() error {
 	var errs []error
 	if cp.router != nil {
 		cp.router.Close()
+	}
+	if cp.feeds != nil {
+		cp.feeds.Close()
 	}
 	if cp.layer != nil {
 		errs = append(errs, cp.layer.Close())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/broker"
 	"github.com/sextantmq/sextant/internal/cluster/sequenced"
+	"github.com/sextantmq/sextant/internal/delivery"
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/session"
@@ -100,6 +101,31 @@ func (n *Node) startPublishPath(cp *clusterParts) error {
 	}
 	cp.router = router
 	n.broker.SetSequencer(seqPublisher{router})
+	return n.startFeeds(cp)
+}
+
+// startFeeds builds the delivery side: the server answering polls for the
+// records of the groups replicated here, and the feeds that bring the
+// records of the groups local subscribers want.
+func (n *Node) startFeeds(cp *clusterParts) error {
+	srv := delivery.NewServer(cp.groups, n.clock)
+	dc := delivery.Config{
+		NodeID: n.cfg.NodeID, Meta: cp.meta, Server: srv, Broker: n.broker,
+		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "delivery"),
+	}
+	if cp.layer != nil {
+		if err := cp.layer.Handle(delivery.MethodPoll, srv.Serve); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		dc.Peers = cp.layer.Peers()
+	}
+	feeds, err := delivery.New(dc)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	cp.feeds = feeds
+	n.broker.SetLocalInterest(feeds)
+	feeds.Start()
 	return nil
 }
 

@@ -1,0 +1,209 @@
+package delivery
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/wire"
+)
+
+// MethodPoll is the peer-link request a node sends a group's replica (its
+// home first) for the group's records: a long poll that the replica
+// answers as soon as one of the groups asked for has records from the
+// position asked, or when its wait ends. With no wait it is a plain read
+// (replays and history).
+const MethodPoll byte = 33
+
+// ErrCorrupt reports a request or response that does not decode.
+var ErrCorrupt = errors.New("delivery: corrupt encoding")
+
+const wireVersion = 1
+
+// Limits of a poll.
+const (
+	// maxPollGroups bounds the groups of one poll.
+	maxPollGroups = 1 << 16
+	// maxFilters bounds the filters of one group in a poll.
+	maxFilters = 1 << 12
+	// maxWait bounds how long a replica holds a poll.
+	maxWait = time.Minute
+)
+
+// A poll request:
+//
+//	version=1 | poll uvarint | wait ms uvarint | max bytes uvarint | count uvarint
+//	| count × (group str | from uvarint | since varint (Unix ns) | filters count | filters str…)
+//
+// poll numbers a node's polls to one replica: a newer one ends an older one
+// still waiting (its caller gave up on it). from is the first position
+// wanted; 0 asks the replica to start at the first record at or after
+// since (0: at the end of the log).
+type pollRequest struct {
+	Poll     uint64
+	Wait     time.Duration
+	MaxBytes int
+	Groups   []pollGroup
+}
+
+type pollGroup struct {
+	Group string
+	From  uint64
+	Since int64 // Unix ns; with From 0
+	// Filters select the records sent (a record whose topic matches none
+	// is skipped); none: every record.
+	Filters []string
+}
+
+func appendPollRequest(dst []byte, r pollRequest) []byte {
+	dst = append(dst, wireVersion)
+	dst = binary.AppendUvarint(dst, r.Poll)
+	dst = binary.AppendUvarint(dst, uint64(r.Wait/time.Millisecond))
+	dst = binary.AppendUvarint(dst, uint64(max(r.MaxBytes, 0)))
+	dst = binary.AppendUvarint(dst, uint64(len(r.Groups)))
+	for _, g := range r.Groups {
+		dst = wire.AppendString(dst, g.Group)
+		dst = binary.AppendUvarint(dst, g.From)
+		dst = binary.AppendVarint(dst, g.Since)
+		dst = wire.AppendStrings(dst, g.Filters)
+	}
+	return dst
+}
+
+func decodePollRequest(b []byte) (pollRequest, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); v != wireVersion && !d.Failed() {
+		return pollRequest{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	r := pollRequest{Poll: d.Uvarint()}
+	wait := d.Uvarint()
+	if wait > uint64(maxWait/time.Millisecond) {
+		d.Fail()
+	}
+	r.Wait = time.Duration(wait) * time.Millisecond
+	mb := d.Uvarint()
+	if mb > 1<<30 {
+		d.Fail()
+	}
+	r.MaxBytes = int(mb)
+	// A group takes at least 4 bytes: its id's length and a byte, from,
+	// since and the filter count.
+	n := d.Count(5)
+	if n > maxPollGroups {
+		d.Fail()
+	}
+	for i := 0; i < n && !d.Failed(); i++ {
+		g := pollGroup{Group: d.Str(), From: d.Uvarint(), Since: d.Varint(), Filters: d.Strings()}
+		if g.Group == "" || len(g.Filters) > maxFilters {
+			d.Fail()
+		}
+		r.Groups = append(r.Groups, g)
+	}
+	if err := d.Finish(); err != nil {
+		return pollRequest{}, fmt.Errorf("%w: poll: %w", ErrCorrupt, err)
+	}
+	return r, nil
+}
+
+// Group statuses in a poll response.
+const (
+	// statusOK: From is where the records start (the resolved position
+	// when the request asked for 0); First > 0 when retention removed
+	// positions from From on, and the records start at First; Next is
+	// the position to ask for next.
+	statusOK byte = 0
+	// statusNoReplica: this node runs no replica of the group (any more).
+	statusNoReplica byte = 1
+)
+
+// A poll response:
+//
+//	version=1 | count uvarint | count × (group str | status | from uvarint | first uvarint | next uvarint
+//	| records count | records × (seq uvarint | index uvarint | flags | topic str | message bytes))
+//
+// flags: bit 0 retain, bits 1-2 QoS.
+type pollResponse struct {
+	Groups []groupRecords
+}
+
+type groupRecords struct {
+	Group   string
+	Status  byte
+	From    uint64
+	First   uint64
+	Next    uint64
+	Records []record
+}
+
+// record is one record as feeds see it.
+type record struct {
+	Seq     uint64
+	Index   uint64
+	Retain  bool
+	QoS     byte
+	Topic   string
+	Message []byte // an encoded message.Message
+}
+
+func appendPollResponse(dst []byte, r pollResponse) []byte {
+	dst = append(dst, wireVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Groups)))
+	for _, g := range r.Groups {
+		dst = wire.AppendString(dst, g.Group)
+		dst = append(dst, g.Status)
+		dst = binary.AppendUvarint(dst, g.From)
+		dst = binary.AppendUvarint(dst, g.First)
+		dst = binary.AppendUvarint(dst, g.Next)
+		dst = binary.AppendUvarint(dst, uint64(len(g.Records)))
+		for _, rec := range g.Records {
+			dst = binary.AppendUvarint(dst, rec.Seq)
+			dst = binary.AppendUvarint(dst, rec.Index)
+			flags := rec.QoS << 1
+			if rec.Retain {
+				flags |= 1
+			}
+			dst = append(dst, flags)
+			dst = wire.AppendString(dst, rec.Topic)
+			dst = wire.AppendBytes(dst, rec.Message)
+		}
+	}
+	return dst
+}
+
+func decodePollResponse(b []byte) (pollResponse, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); v != wireVersion && !d.Failed() {
+		return pollResponse{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	var r pollResponse
+	n := d.Count(7)
+	for i := 0; i < n && !d.Failed(); i++ {
+		g := groupRecords{Group: d.Str(), Status: d.Byte(), From: d.Uvarint(), First: d.Uvarint(), Next: d.Uvarint()}
+		if g.Group == "" || g.Status > statusNoReplica {
+			d.Fail()
+		}
+		nr := d.Count(6)
+		if nr > 0 {
+			g.Records = make([]record, 0, nr)
+		}
+		for j := 0; j < nr && !d.Failed(); j++ {
+			rec := record{Seq: d.Uvarint(), Index: d.Uvarint()}
+			flags := d.Byte()
+			if flags&^7 != 0 || flags>>1 > 2 {
+				d.Fail()
+			}
+			rec.Retain, rec.QoS = flags&1 != 0, flags>>1
+			rec.Topic, rec.Message = d.Str(), d.BytesCopy()
+			if rec.Topic == "" || rec.Seq == 0 || rec.Index == 0 {
+				d.Fail()
+			}
+			g.Records = append(g.Records, rec)
+		}
+		r.Groups = append(r.Groups, g)
+	}
+	if err := d.Finish(); err != nil {
+		return pollResponse{}, fmt.Errorf("%w: poll response: %w", ErrCorrupt, err)
+	}
+	return r, nil
+}
