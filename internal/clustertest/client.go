@@ -183,6 +183,8 @@ func (cl *Client) read(r *packet.Reader) {
 				_ = cl.send(&packet.Ack{Kind: packet.PUBREC, PacketID: p.PacketID})
 			}
 		case *packet.Ack:
+			a := *p // the reader reuses its packets; waiters may read theirs later
+			p = &a
 			switch p.Kind {
 			case packet.PUBREL:
 				cl.mu.Lock()
@@ -325,6 +327,45 @@ func (cl *Client) TryPublish(topic string, qos byte, retain bool, payload string
 		return 0, err
 	}
 	return ack.(*packet.Ack).ReasonCode, nil
+}
+
+// PublishAsync sends a QoS 1/2 PUBLISH without waiting for its
+// acknowledgement (a publisher's in-flight window); the result receives the
+// acknowledgement's reason code, or an error when the connection ends or
+// Timeout passes first. dup sets the DUP flag with the given packet id (a
+// retransmission; 0: a new packet id).
+func (cl *Client) PublishAsync(topic string, qos byte, payload string, dupID uint16) (packetID uint16, result <-chan AckResult) {
+	out := make(chan AckResult, 1)
+	p := &packet.Publish{Topic: topic, QoS: qos, Payload: []byte(payload)}
+	var ch chan packet.Packet
+	if dupID != 0 {
+		p.PacketID, p.Dup = dupID, true
+		ch = make(chan packet.Packet, 1)
+		cl.mu.Lock()
+		cl.mu.pending[dupID] = ch
+		cl.mu.Unlock()
+	} else {
+		p.PacketID, ch = cl.expect()
+	}
+	if err := cl.send(p); err != nil {
+		out <- AckResult{Err: err}
+		return p.PacketID, out
+	}
+	go func() {
+		ack, err := cl.wait(ch, "publish acknowledgement")
+		if err != nil {
+			out <- AckResult{Err: err}
+			return
+		}
+		out <- AckResult{Code: ack.(*packet.Ack).ReasonCode}
+	}()
+	return p.PacketID, out
+}
+
+// AckResult is the outcome of an asynchronous publish.
+type AckResult struct {
+	Code packet.ReasonCode
+	Err  error
 }
 
 // Next waits for the next message.

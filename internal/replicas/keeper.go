@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/sequencer"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
@@ -31,11 +32,23 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	retry := s.clock.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	handedOver := false
 	for {
 		ch := s.cfg.Meta.Changed()
 		if rec, ok := s.cfg.Meta.State().Group(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
-			if !s.claim(ctx, rec) {
-				retry.Reset(claimRetry)
+			switch {
+			case rec.HomeReason == fsm.ReasonCreated && !handedOver:
+				// The group's first election chose another replica than
+				// the home it was placed on: hand the lead over (once).
+				handedOver = true
+				if s.handOver(ctx, r, rec.Home) {
+					continue
+				}
+				fallthrough
+			default:
+				if !s.claim(ctx, rec) {
+					retry.Reset(claimRetry)
+				}
 			}
 		}
 		select {
@@ -49,6 +62,23 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 			tick.Reset(s.cfg.RetentionInterval)
 		}
 	}
+}
+
+// handOver transfers r's leadership to home, the node the group was
+// placed on; it reports whether it did.
+func (s *Set) handOver(ctx context.Context, r *Replica, home string) bool {
+	g, ok := r.Rep.(*replication.Group[sequencer.Result])
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	if err := g.TransferLeadership(ctx, home); err != nil {
+		s.log.Info("handing a new group's lead to its home failed; this node becomes the home", "group", r.ID, "home", home, "err", err)
+		return false
+	}
+	s.metrics.handovers.Inc()
+	return true
 }
 
 // claim records this node, the group's leader, as its home. It reports

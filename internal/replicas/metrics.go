@@ -8,6 +8,7 @@ type metrics struct {
 	open             prometheus.Gauge
 	openFailures     prometheus.Counter
 	homeClaims       prometheus.Counter
+	handovers        prometheus.Counter
 	retentionRemoved prometheus.Counter
 }
 
@@ -19,11 +20,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Attempts to open a placement group replica that failed (retried)."}),
 		homeClaims: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_home_claims_total",
 			Help: "Times this node recorded itself as a group's home after winning its election."}),
+		handovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_handovers_total",
+			Help: "Times this node, first elected leader of a new group, handed the lead to the home the group was placed on."}),
 		retentionRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_retention_removed_records_total",
 			Help: "Records removed by retention ticks this node proposed as a group's leader."}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.open, m.openFailures, m.homeClaims, m.retentionRemoved} {
+		for _, c := range []prometheus.Collector{m.open, m.openFailures, m.homeClaims, m.handovers, m.retentionRemoved} {
 			_ = r.Register(c)
 		}
 	}
