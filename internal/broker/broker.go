@@ -66,6 +66,9 @@ type Broker struct {
 	// localInterest follows local subscriptions for the delivery layer
 	// (nil: nobody); set before serving (SetLocalInterest).
 	localInterest Interest
+	// replays is told of subscriptions and attached sessions (nil: no
+	// sequenced topics); set before serving (SetReplays).
+	replays Replays
 
 	moved movedSessions // relay.go: sessions released to another node
 
@@ -251,6 +254,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	b.updateSessionGauges()
 	if expiry > 0 {
 		b.persistSession(s, time.Time{}, nil)
+	}
+	if b.replays != nil {
+		b.replays.Attached(s)
 	}
 	return s, present, packet.Success, ""
 }

@@ -201,7 +201,9 @@ func (cl *Client) read(r *packet.Reader) {
 				cl.complete(p.PacketID, p)
 			}
 		case *packet.Suback:
-			cl.complete(p.PacketID, p)
+			sa := *p
+			sa.Codes = append([]packet.ReasonCode(nil), p.Codes...)
+			cl.complete(p.PacketID, &sa)
 		case *packet.Unsuback:
 			cl.complete(p.PacketID, p)
 		case *packet.Disconnect:
@@ -266,6 +268,16 @@ func (cl *Client) Subscribe(qos byte, filters ...string) {
 // as sx-from).
 func (cl *Client) SubscribeWith(user map[string]string, qos byte, filters ...string) {
 	cl.T.Helper()
+	for i, c := range cl.SubscribeCodes(user, qos, filters...) {
+		if c.IsError() {
+			cl.T.Fatalf("clustertest: %s: subscribe %q refused: %v", cl.ID, filters[i], c)
+		}
+	}
+}
+
+// SubscribeCodes subscribes and returns the SUBACK's reason codes.
+func (cl *Client) SubscribeCodes(user map[string]string, qos byte, filters ...string) []packet.ReasonCode {
+	cl.T.Helper()
 	id, ch := cl.expect()
 	sub := &packet.Subscribe{PacketID: id}
 	for k, v := range user {
@@ -281,11 +293,7 @@ func (cl *Client) SubscribeWith(user map[string]string, qos byte, filters ...str
 	if err != nil {
 		cl.T.Fatal(err)
 	}
-	for i, c := range p.(*packet.Suback).Codes {
-		if c.IsError() {
-			cl.T.Fatalf("clustertest: %s: subscribe %q refused: %v", cl.ID, filters[i], c)
-		}
-	}
+	return append([]packet.ReasonCode(nil), p.(*packet.Suback).Codes...)
 }
 
 // Unsubscribe removes subscriptions.

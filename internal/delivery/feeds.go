@@ -43,7 +43,15 @@ type Peers interface {
 // Broker delivers a group's records to local sessions
 // (*broker.Broker).
 type Broker interface {
-	DeliverSequenced(m *message.Message, skip func(*session.Session) bool)
+	// DeliverSequenced delivers a record to every local subscriber (each
+	// session takes it through its cursor on the group).
+	DeliverSequenced(m *message.Message, group string, seq uint64)
+	// ReplayTo delivers a replayed record to one session, through the
+	// subscriptions pick chooses; false once the session is gone.
+	ReplayTo(ctx context.Context, s *session.Session, m *message.Message, group string, seq uint64, pick func(matching []string) []string) bool
+	// DeliverRetainedTo sends s a retained message for its subscription
+	// filter.
+	DeliverRetainedTo(ctx context.Context, s *session.Session, filter string, m *message.Message)
 }
 
 // Config configures Feeds.
@@ -69,8 +77,9 @@ const (
 	// startMargin: a new feed starts at the first record of its group
 	// appended at most this long before the first local subscription that
 	// wants it (a group created by a publish after the subscription
-	// starts at its first record), covering the clocks' skew.
-	startMargin = time.Second
+	// starts at its first record), covering the skew between this node's
+	// clock and the group leader's.
+	startMargin = 100 * time.Millisecond
 	backoffMin  = 20 * time.Millisecond
 	backoffMax  = time.Second
 )
@@ -88,12 +97,16 @@ type Feeds struct {
 	group   *run.Group
 	wake    chan struct{} // cap 1: interest changed
 	polls   atomic.Uint64 // poll numbers
+	// replaySlots bounds the replays running at once.
+	replaySlots chan struct{}
 
 	mu struct {
 		sync.Mutex
 		interest map[string]*filterInterest // local filter (shared prefix removed) -> subscriptions
 		feeds    map[string]*feed           // by group
 		pollers  map[string]*poller         // by source node
+		replays  map[replayKey]*replay      // running or about to (replay.go)
+		idle     map[replayKey]bool         // replays registered at Subscribing, started at Subscribed
 	}
 }
 
@@ -137,10 +150,12 @@ func New(cfg Config) (*Feeds, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	f := &Feeds{cfg: cfg, id: cfg.NodeID, log: cfg.Log, clock: cfg.Clock, metrics: newMetrics(cfg.Registerer),
-		group: run.NewGroup(context.Background()), wake: make(chan struct{}, 1)}
+		group: run.NewGroup(context.Background()), wake: make(chan struct{}, 1), replaySlots: make(chan struct{}, maxReplays)}
 	f.mu.interest = map[string]*filterInterest{}
 	f.mu.feeds = map[string]*feed{}
 	f.mu.pollers = map[string]*poller{}
+	f.mu.replays = map[replayKey]*replay{}
+	f.mu.idle = map[replayKey]bool{}
 	return f, nil
 }
 
@@ -310,7 +325,7 @@ func (f *Feeds) call(ctx context.Context, node string, req pollRequest) (pollRes
 
 // deliver hands records to the broker, in order, each with its index as
 // the sx-index user property.
-func (f *Feeds) deliver(group string, recs []record, skip func(*session.Session) bool) {
+func (f *Feeds) deliver(group string, recs []record) {
 	for i := range recs {
 		m, err := message.Decode(recs[i].Message)
 		if err != nil {
@@ -319,7 +334,7 @@ func (f *Feeds) deliver(group string, recs []record, skip func(*session.Session)
 			continue
 		}
 		m.User = append(m.User, message.UserProperty{Key: IndexProperty, Value: strconv.FormatUint(recs[i].Index, 10)})
-		f.cfg.Broker.DeliverSequenced(m, skip)
+		f.cfg.Broker.DeliverSequenced(m, group, recs[i].Seq)
 	}
 	f.metrics.delivered.Add(float64(len(recs)))
 }

@@ -9,6 +9,8 @@ type metrics struct {
 	delivered prometheus.Counter
 	lost      prometheus.Counter
 	corrupt   prometheus.Counter
+	replays   prometheus.Counter
+	replayed  prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -25,12 +27,16 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Positions of group logs that retention removed before this node delivered them (a lagging feed, a session's backlog or replay)."}),
 		corrupt: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_delivery_corrupt_records_total",
 			Help: "Records whose message did not decode (not delivered)."}),
+		replays: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_delivery_replays_total",
+			Help: "Replays of a group's history to a session started (sx-from, a persistent session's backlog)."}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_delivery_replayed_records_total",
+			Help: "Records offered to sessions by replays."}),
 	}
 	for _, res := range []string{"ok", "failed"} {
 		m.polls.WithLabelValues(res)
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.feeds, m.moves, m.polls, m.delivered, m.lost, m.corrupt} {
+		for _, c := range []prometheus.Collector{m.feeds, m.moves, m.polls, m.delivered, m.lost, m.corrupt, m.replays, m.replayed} {
 			_ = r.Register(c)
 		}
 	}

@@ -167,9 +167,8 @@ func (p *poller) apply(asked map[string]uint64, resp pollResponse) {
 			continue
 		}
 		fd.busy = true
-		skip := f.skipLocked(fd.id)
 		f.mu.Unlock()
-		f.deliver(gr.Group, gr.Records, skip)
+		f.deliver(gr.Group, gr.Records)
 		f.mu.Lock()
 		fd.busy = false
 		f.mu.Unlock()

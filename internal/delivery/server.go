@@ -3,10 +3,12 @@ package delivery
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/replicas"
 	"github.com/sextantmq/sextant/internal/sequencer"
 	"github.com/sextantmq/sextant/internal/topic"
@@ -228,4 +230,79 @@ func seek(s *sequencer.Sequencer, since int64) uint64 {
 		}
 	}
 	return lo
+}
+
+// ServeSeek answers a MethodSeek request.
+func (s *Server) ServeSeek(_ context.Context, _ string, body []byte) ([]byte, error) {
+	req, err := decodeSeekRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	return appendSeekResponse(nil, s.seek(req)), nil
+}
+
+// seek resolves where a replay for req's filter and sx-from starts, and
+// reads the latest retained records of the topics the filter matches.
+func (s *Server) seek(req seekRequest) seekResponse {
+	r := s.groups.Get(req.Group)
+	if r == nil {
+		return seekResponse{Status: statusNoReplica}
+	}
+	sq := r.Seq
+	literal := !strings.ContainsAny(req.Filter, "+#")
+	topics := func() []string {
+		if literal {
+			return []string{req.Filter}
+		}
+		var out []string
+		for _, t := range sq.Topics() {
+			if topic.Match(req.Filter, t) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	resp := seekResponse{Start: sq.NextSeq()}
+	switch req.Kind {
+	case seekEarliest:
+		resp.Start = sq.FirstSeq()
+	case seekIndex:
+		resp.Floor = req.Index
+		if !literal {
+			resp.Start = sq.FirstSeq()
+			break
+		}
+		first, last, ok := sq.Bounds(req.Filter)
+		if !ok || req.Index > last || first > last {
+			break // nothing from that index yet: from the next record on
+		}
+		at := max(req.Index, first)
+		resp.Lost = at - req.Index
+		if rec, err := sq.Get(req.Filter, at); err == nil {
+			resp.Start = rec.Seq
+		}
+	case seekLatest:
+		for _, t := range topics() {
+			rec, err := sq.Latest(t)
+			if err != nil {
+				continue
+			}
+			resp.Start = min(resp.Start, rec.Seq)
+			resp.Floors = append(resp.Floors, topicFloor{Topic: t, Index: rec.Index})
+		}
+	}
+	if req.Retained {
+		for _, t := range topics() {
+			rec, err := sq.LatestRetained(t)
+			if err != nil {
+				continue
+			}
+			if m, err := message.Decode(rec.Message); err != nil || len(m.Payload) == 0 {
+				continue // an empty retained message deletes the retained one
+			}
+			resp.Retained = append(resp.Retained, record{Seq: rec.Seq, Index: rec.Index, Retain: true, QoS: rec.QoS,
+				Topic: rec.Topic, Message: rec.Message})
+		}
+	}
+	return resp
 }

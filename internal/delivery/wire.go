@@ -155,20 +155,48 @@ func appendPollResponse(dst []byte, r pollResponse) []byte {
 		dst = binary.AppendUvarint(dst, g.From)
 		dst = binary.AppendUvarint(dst, g.First)
 		dst = binary.AppendUvarint(dst, g.Next)
-		dst = binary.AppendUvarint(dst, uint64(len(g.Records)))
-		for _, rec := range g.Records {
-			dst = binary.AppendUvarint(dst, rec.Seq)
-			dst = binary.AppendUvarint(dst, rec.Index)
-			flags := rec.QoS << 1
-			if rec.Retain {
-				flags |= 1
-			}
-			dst = append(dst, flags)
-			dst = wire.AppendString(dst, rec.Topic)
-			dst = wire.AppendBytes(dst, rec.Message)
-		}
+		dst = appendRecords(dst, g.Records)
 	}
 	return dst
+}
+
+func appendRecords(dst []byte, recs []record) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(recs)))
+	for _, rec := range recs {
+		dst = binary.AppendUvarint(dst, rec.Seq)
+		dst = binary.AppendUvarint(dst, rec.Index)
+		flags := rec.QoS << 1
+		if rec.Retain {
+			flags |= 1
+		}
+		dst = append(dst, flags)
+		dst = wire.AppendString(dst, rec.Topic)
+		dst = wire.AppendBytes(dst, rec.Message)
+	}
+	return dst
+}
+
+// decodeRecords reads a count and that many records.
+func decodeRecords(d *wire.Decoder) []record {
+	nr := d.Count(6)
+	if nr == 0 {
+		return nil
+	}
+	recs := make([]record, 0, nr)
+	for j := 0; j < nr && !d.Failed(); j++ {
+		rec := record{Seq: d.Uvarint(), Index: d.Uvarint()}
+		flags := d.Byte()
+		if flags&^7 != 0 || flags>>1 > 2 {
+			d.Fail()
+		}
+		rec.Retain, rec.QoS = flags&1 != 0, flags>>1
+		rec.Topic, rec.Message = d.Str(), d.BytesCopy()
+		if rec.Topic == "" || rec.Seq == 0 || rec.Index == 0 {
+			d.Fail()
+		}
+		recs = append(recs, rec)
+	}
+	return recs
 }
 
 func decodePollResponse(b []byte) (pollResponse, error) {
@@ -183,27 +211,134 @@ func decodePollResponse(b []byte) (pollResponse, error) {
 		if g.Group == "" || g.Status > statusNoReplica {
 			d.Fail()
 		}
-		nr := d.Count(6)
-		if nr > 0 {
-			g.Records = make([]record, 0, nr)
-		}
-		for j := 0; j < nr && !d.Failed(); j++ {
-			rec := record{Seq: d.Uvarint(), Index: d.Uvarint()}
-			flags := d.Byte()
-			if flags&^7 != 0 || flags>>1 > 2 {
-				d.Fail()
-			}
-			rec.Retain, rec.QoS = flags&1 != 0, flags>>1
-			rec.Topic, rec.Message = d.Str(), d.BytesCopy()
-			if rec.Topic == "" || rec.Seq == 0 || rec.Index == 0 {
-				d.Fail()
-			}
-			g.Records = append(g.Records, rec)
-		}
+		g.Records = decodeRecords(&d)
 		r.Groups = append(r.Groups, g)
 	}
 	if err := d.Finish(); err != nil {
 		return pollResponse{}, fmt.Errorf("%w: poll response: %w", ErrCorrupt, err)
+	}
+	return r, nil
+}
+
+// MethodSeek is the peer-link request that resolves where a replay of a
+// group's history starts for a subscription's filter and sx-from, and
+// fetches the latest retained messages of the topics it matches.
+const MethodSeek byte = 34
+
+// Seek kinds (session.FromKind's values, on the wire).
+const (
+	seekNone     byte = 0 // no replay: retained messages only
+	seekEarliest byte = 1
+	seekLatest   byte = 2
+	seekIndex    byte = 3
+)
+
+// A seek request:
+//
+//	version=1 | group str | filter str | kind | index uvarint | retained byte
+type seekRequest struct {
+	Group    string
+	Filter   string
+	Kind     byte
+	Index    uint64
+	Retained bool
+}
+
+// A seek response:
+//
+//	version=1 | status | start uvarint | lost uvarint | floor uvarint | floors count | floors × (topic str | index uvarint)
+//	| retained count | retained × record (as in a poll response)
+//
+// Start is the position the replay starts at; Lost counts records asked
+// for that retention removed (the replay starts at the first one held). A
+// record with an index below its topic's floor (Floors, else Floor) is not
+// replayed for the filter: sx-from=latest gives each topic its latest
+// record's index, an index gives every topic that index. Retained are the
+// latest retained records of the matching topics.
+type seekResponse struct {
+	Status byte
+	Start  uint64
+	// Lost counts the records asked for that retention removed (an index
+	// before the topic's first).
+	Lost     uint64
+	Floor    uint64 // for every topic not in Floors
+	Floors   []topicFloor
+	Retained []record
+}
+
+type topicFloor struct {
+	Topic string
+	Index uint64
+}
+
+func appendSeekRequest(dst []byte, r seekRequest) []byte {
+	dst = append(dst, wireVersion)
+	dst = wire.AppendString(dst, r.Group)
+	dst = wire.AppendString(dst, r.Filter)
+	dst = append(dst, r.Kind)
+	dst = binary.AppendUvarint(dst, r.Index)
+	var ret byte
+	if r.Retained {
+		ret = 1
+	}
+	return append(dst, ret)
+}
+
+func decodeSeekRequest(b []byte) (seekRequest, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); v != wireVersion && !d.Failed() {
+		return seekRequest{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	r := seekRequest{Group: d.Str(), Filter: d.Str(), Kind: d.Byte(), Index: d.Uvarint()}
+	switch d.Byte() {
+	case 0:
+	case 1:
+		r.Retained = true
+	default:
+		d.Fail()
+	}
+	if err := d.Finish(); err != nil {
+		return seekRequest{}, fmt.Errorf("%w: seek: %w", ErrCorrupt, err)
+	}
+	if r.Group == "" || r.Filter == "" || r.Kind > seekIndex || (r.Kind == seekIndex) != (r.Index > 0) {
+		return seekRequest{}, fmt.Errorf("%w: seek without group or filter, or with a bad kind or index", ErrCorrupt)
+	}
+	return r, nil
+}
+
+func appendSeekResponse(dst []byte, r seekResponse) []byte {
+	dst = append(dst, wireVersion, r.Status)
+	dst = binary.AppendUvarint(dst, r.Start)
+	dst = binary.AppendUvarint(dst, r.Lost)
+	dst = binary.AppendUvarint(dst, r.Floor)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Floors)))
+	for _, f := range r.Floors {
+		dst = wire.AppendString(dst, f.Topic)
+		dst = binary.AppendUvarint(dst, f.Index)
+	}
+	return appendRecords(dst, r.Retained)
+}
+
+func decodeSeekResponse(b []byte) (seekResponse, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); v != wireVersion && !d.Failed() {
+		return seekResponse{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	r := seekResponse{Status: d.Byte(), Start: d.Uvarint(), Lost: d.Uvarint(), Floor: d.Uvarint()}
+	if r.Status > statusNoReplica {
+		d.Fail()
+	}
+	n := d.Count(3)
+	for i := 0; i < n && !d.Failed(); i++ {
+		f := topicFloor{Topic: d.Str(), Index: d.Uvarint()}
+		if f.Topic == "" {
+			d.Fail()
+		}
+		r.Floors = append(r.Floors, f)
+	}
+	r.Retained = decodeRecords(&d)
+	if err := d.Finish(); err != nil {
+		return seekResponse{}, fmt.Errorf("%w: seek response: %w", ErrCorrupt, err)
 	}
 	return r, nil
 }

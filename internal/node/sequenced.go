@@ -64,7 +64,7 @@ func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Confi
 	}
 	set, err := replicas.New(replicas.Config{
 		NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Meta: cp.meta, Engine: cp.engine, Dir: dir,
-		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval,
+		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval, SegmentBytes: n.opts.GroupSegmentBytes,
 		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "groups"),
 	})
 	if err != nil {
@@ -117,6 +117,9 @@ func (n *Node) startFeeds(cp *clusterParts) error {
 		if err := cp.layer.Handle(delivery.MethodPoll, srv.Serve); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
+		if err := cp.layer.Handle(delivery.MethodSeek, srv.ServeSeek); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 		dc.Peers = cp.layer.Peers()
 	}
 	feeds, err := delivery.New(dc)
@@ -125,6 +128,7 @@ func (n *Node) startFeeds(cp *clusterParts) error {
 	}
 	cp.feeds = feeds
 	n.broker.SetLocalInterest(feeds)
+	n.broker.SetReplays(feeds)
 	feeds.Start()
 	return nil
 }
