@@ -1,6 +1,8 @@
 package clustertest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/config"
+	"github.com/sextantmq/sextant/internal/delivery"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
@@ -199,6 +202,50 @@ func TestSequencedRetentionLoss(t *testing.T) {
 		t.Logf("retention kept positions from %d; the session lost %v records", first, lost)
 		if lost != float64(first-11) {
 			t.Fatalf("lost records counted %v, want %d (positions 11 to %d)", lost, first-11, first-1)
+		}
+	})
+}
+
+// TestSequencedHistory: a node reads a sequenced topic's bounds and
+// messages by index from a replica of its group (its own or the home's),
+// and says clearly what it cannot read.
+func TestSequencedHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 3, nil, coreNodes)
+		c.SetPolicy(fsm.Rule{Match: "hs/#", Mode: fsm.Sequenced, Replicas: 1})
+		pub := c.Node(0).Connect("pub", ConnectOptions{})
+		for i := 1; i <= 30; i++ {
+			pub.Publish("hs/a", 1, i == 30, fmt.Sprintf("m%d", i))
+		}
+		ctx := context.Background()
+		for _, n := range c.Nodes() { // node 1 holds the group; the others read its home
+			c.Eventually(n.ID+" knows the group", func() bool {
+				_, ok := n.Node.Meta().State().Group("hs/a")
+				return ok
+			})
+			h := n.Node.History()
+			info, err := h.Topic(ctx, "hs/a", delivery.ReadAny)
+			if err != nil || info.First != 1 || info.Latest != 30 || info.Home != c.Node(0).ID || info.ServedBy != c.Node(0).ID {
+				t.Fatalf("%s: topic info %+v, %v", n.ID, info, err)
+			}
+			recs, _, err := h.Messages(ctx, "hs/a", 25, 3, delivery.ReadHome)
+			if err != nil || len(recs) != 3 {
+				t.Fatalf("%s: messages from 25: %d, %v", n.ID, len(recs), err)
+			}
+			for i, r := range recs {
+				if r.Index != uint64(25+i) || string(r.Message.Payload) != fmt.Sprintf("m%d", 25+i) {
+					t.Fatalf("%s: record %d: index %d %q", n.ID, i, r.Index, r.Message.Payload)
+				}
+			}
+			if recs, _, err := h.Messages(ctx, "hs/a", 31, 10, delivery.ReadAny); err != nil || len(recs) != 0 {
+				t.Fatalf("%s: past the latest: %d, %v", n.ID, len(recs), err)
+			}
+			if _, err := h.Topic(ctx, "other/x", delivery.ReadAny); !errors.Is(err, delivery.ErrNotSequenced) {
+				t.Fatalf("%s: a direct topic: %v", n.ID, err)
+			}
+			if _, err := h.Topic(ctx, "hs/never", delivery.ReadAny); !errors.Is(err, delivery.ErrUnknownTopic) {
+				t.Fatalf("%s: a topic never published: %v", n.ID, err)
+			}
 		}
 	})
 }

@@ -306,3 +306,43 @@ func (s *Server) seek(req seekRequest) seekResponse {
 	}
 	return resp
 }
+
+// ServeRange answers a MethodRange request.
+func (s *Server) ServeRange(_ context.Context, _ string, body []byte) ([]byte, error) {
+	req, err := decodeRangeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	return appendRangeResponse(nil, s.rangeOf(req)), nil
+}
+
+// rangeOf reads a topic's bounds and records from an index.
+func (s *Server) rangeOf(req rangeRequest) rangeResponse {
+	r := s.groups.Get(req.Group)
+	if r == nil {
+		return rangeResponse{Status: statusNoReplica}
+	}
+	first, last, ok := r.Seq.Bounds(req.Topic)
+	resp := rangeResponse{Known: ok, First: first, Last: last}
+	if !ok || req.Limit == 0 || first > last {
+		return resp
+	}
+	from := max(req.From, first)
+	recs, err := r.Seq.Range(req.Topic, from, min(req.Limit, maxRangeLimit), defaultPollBytes)
+	var ce *topiclog.CompactedError
+	switch {
+	case errors.As(err, &ce):
+		resp.First = ce.First // retention ran after Bounds
+		if recs, err = r.Seq.Range(req.Topic, ce.First, min(req.Limit, maxRangeLimit), defaultPollBytes); err != nil {
+			return rangeResponse{Status: statusNoReplica}
+		}
+	case err != nil:
+		return rangeResponse{Status: statusNoReplica}
+	}
+	for i := range recs {
+		rec := &recs[i]
+		resp.Records = append(resp.Records, record{Seq: rec.Seq, Index: rec.Index, Retain: rec.Retain, QoS: rec.QoS,
+			Topic: rec.Topic, Message: rec.Message})
+	}
+	return resp
+}

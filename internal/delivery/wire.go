@@ -342,3 +342,99 @@ func decodeSeekResponse(b []byte) (seekResponse, error) {
 	}
 	return r, nil
 }
+
+// MethodRange is the peer-link request for a topic's history by index: its
+// bounds and records from an index (the admin API's reads).
+const MethodRange byte = 35
+
+// A range request:
+//
+//	version=1 | group str | topic str | from uvarint | limit uvarint
+//
+// and its answer:
+//
+//	version=1 | status | known byte | first uvarint | last uvarint | records (as in a poll response)
+//
+// known is 0 when the group's log never held the topic; first > last when
+// retention removed all of its records. Records are the topic's, from
+// max(from, first), at most limit (0: bounds only).
+type rangeRequest struct {
+	Group string
+	Topic string
+	From  uint64
+	Limit int
+}
+
+type rangeResponse struct {
+	Status  byte
+	Known   bool
+	First   uint64
+	Last    uint64
+	Records []record
+}
+
+// maxRangeLimit bounds the records of one range answer.
+const maxRangeLimit = 10_000
+
+func appendRangeRequest(dst []byte, r rangeRequest) []byte {
+	dst = append(dst, wireVersion)
+	dst = wire.AppendString(dst, r.Group)
+	dst = wire.AppendString(dst, r.Topic)
+	dst = binary.AppendUvarint(dst, r.From)
+	return binary.AppendUvarint(dst, uint64(max(r.Limit, 0)))
+}
+
+func decodeRangeRequest(b []byte) (rangeRequest, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); v != wireVersion && !d.Failed() {
+		return rangeRequest{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	r := rangeRequest{Group: d.Str(), Topic: d.Str(), From: d.Uvarint()}
+	limit := d.Uvarint()
+	if limit > maxRangeLimit {
+		d.Fail()
+	}
+	r.Limit = int(limit)
+	if err := d.Finish(); err != nil {
+		return rangeRequest{}, fmt.Errorf("%w: range: %w", ErrCorrupt, err)
+	}
+	if r.Group == "" || r.Topic == "" {
+		return rangeRequest{}, fmt.Errorf("%w: range without group or topic", ErrCorrupt)
+	}
+	return r, nil
+}
+
+func appendRangeResponse(dst []byte, r rangeResponse) []byte {
+	var known byte
+	if r.Known {
+		known = 1
+	}
+	dst = append(dst, wireVersion, r.Status, known)
+	dst = binary.AppendUvarint(dst, r.First)
+	dst = binary.AppendUvarint(dst, r.Last)
+	return appendRecords(dst, r.Records)
+}
+
+func decodeRangeResponse(b []byte) (rangeResponse, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); v != wireVersion && !d.Failed() {
+		return rangeResponse{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	r := rangeResponse{Status: d.Byte()}
+	switch d.Byte() {
+	case 0:
+	case 1:
+		r.Known = true
+	default:
+		d.Fail()
+	}
+	if r.Status > statusNoReplica {
+		d.Fail()
+	}
+	r.First, r.Last = d.Uvarint(), d.Uvarint()
+	r.Records = decodeRecords(&d)
+	if err := d.Finish(); err != nil {
+		return rangeResponse{}, fmt.Errorf("%w: range response: %w", ErrCorrupt, err)
+	}
+	return r, nil
+}

@@ -120,6 +120,9 @@ func (n *Node) startFeeds(cp *clusterParts) error {
 		if err := cp.layer.Handle(delivery.MethodSeek, srv.ServeSeek); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
+		if err := cp.layer.Handle(delivery.MethodRange, srv.ServeRange); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 		dc.Peers = cp.layer.Peers()
 	}
 	feeds, err := delivery.New(dc)
@@ -185,4 +188,15 @@ func (n *Node) Meta() *meta.Meta {
 		return nil
 	}
 	return n.cluster.meta
+}
+
+// History reads sequenced topics' history (a topic's bounds, its messages
+// by index) from a replica of its group: this node's, or the home's. It is
+// nil before Start. The admin API's /v1/topics/{topic} and
+// /v1/topics/{topic}/messages and `sextant log` are built on it.
+func (n *Node) History() *delivery.History {
+	if n.cluster == nil || n.cluster.feeds == nil {
+		return nil
+	}
+	return n.cluster.feeds.History()
 }
