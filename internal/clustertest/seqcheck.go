@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // SeqChecker checks what the subscribers of one sequenced topic received
@@ -19,6 +20,7 @@ type SeqChecker struct {
 		pubs  map[string]*seqPub // by payload (unique per publish attempt's message)
 		order map[string][]string
 		subs  map[string][]Message
+		acks  []time.Time // when each acknowledgement came, in order
 	}
 }
 
@@ -54,6 +56,24 @@ func (k *SeqChecker) Acked(payload string) {
 	if p := k.mu.pubs[payload]; p != nil {
 		p.acked = true
 	}
+	k.mu.acks = append(k.mu.acks, time.Now())
+}
+
+// LongestAckGap returns the longest time without an acknowledgement
+// between after and the last one: what a failure at after cost publishers.
+func (k *SeqChecker) LongestAckGap(after time.Time) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var gap time.Duration
+	prev := after
+	for _, at := range k.mu.acks {
+		if at.Before(after) {
+			continue
+		}
+		gap = max(gap, at.Sub(prev))
+		prev = at
+	}
+	return gap
 }
 
 // Received records a message subscriber got.

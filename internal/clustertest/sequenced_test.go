@@ -224,7 +224,8 @@ func TestSequencedFailover(t *testing.T) {
 		killed := time.Now()
 		c.Kill(victim)
 		wg.Wait()
-		t.Logf("publishers done %v after the kill", time.Since(killed))
+		t.Logf("publishers done %v after the kill; the longest time without an acknowledgement after it: %v",
+			time.Since(killed), k.LongestAckGap(killed))
 		for _, s := range survivors {
 			c.Eventually(s+" has every acknowledged publish", func() bool { return k.Has(s) })
 		}

@@ -90,6 +90,15 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 		return response{Status: StatusStale}
 	}
 	p, err := r.Rep.Submit(ctx, req.Cmd)
+	if err != nil && errors.Is(err, replication.ErrNotLeader) && r.Rep.Leader().ID == "" {
+		// An election is under way (the home failed): wait for its
+		// outcome here rather than send the access node round the
+		// voters with growing backoffs. If this replica wins, it takes
+		// the batch at once.
+		if h.awaitLeader(ctx, r) {
+			p, err = r.Rep.Submit(ctx, req.Cmd)
+		}
+	}
 	h.done(key, req.Stream, req.N)
 	if err != nil {
 		resp := submitError(err)
@@ -107,6 +116,36 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 	}
 	h.metrics.served(StatusOK)
 	return response{Status: StatusOK, Published: res.Publishes}
+}
+
+// Waiting for an election's outcome.
+const (
+	// leaderWait bounds the wait: a few election rounds at LAN timings.
+	leaderWait = 2 * time.Second
+	// leaderPoll is how often the replica is asked whether it knows a
+	// leader (Leadership's one-slot channel belongs to the replica's
+	// keeper).
+	leaderPoll = 5 * time.Millisecond
+)
+
+// awaitLeader waits until r knows a leader (up to leaderWait); it reports
+// whether r is that leader.
+func (h *Home) awaitLeader(ctx context.Context, r *replicas.Replica) bool {
+	t := h.clock.NewTimer(leaderPoll)
+	defer t.Stop()
+	deadline := h.clock.Now().Add(leaderWait)
+	for h.clock.Now().Before(deadline) {
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return false
+		}
+		if l := r.Rep.Leader(); l.ID != "" {
+			return l.Local
+		}
+		t.Reset(leaderPoll)
+	}
+	return false
 }
 
 // submitError maps a failed Submit: nothing entered the log.

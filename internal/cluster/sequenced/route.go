@@ -17,9 +17,11 @@ const (
 	// routeIdle: a route with nothing outstanding for this long retires.
 	routeIdle = time.Minute
 	// backoffMin and backoffMax bound the wait before a batch is sent
-	// again after a failure (doubling per consecutive failure).
+	// again after a failure (doubling per consecutive failure). The cap is
+	// short: while a group elects a new leader, the access node asks
+	// around the voters, and each wait adds to its publishers' stall.
 	backoffMin = 10 * time.Millisecond
-	backoffMax = time.Second
+	backoffMax = 100 * time.Millisecond
 )
 
 // errNoLink: the target is another node and its link is not connected.
