@@ -310,17 +310,26 @@ func (f *Feeds) up(node string) bool {
 
 // call polls node: this node's server directly, another over its link.
 func (f *Feeds) call(ctx context.Context, node string, req pollRequest) (pollResponse, error) {
+	return ask(ctx, f, node, MethodPoll, req, func(r pollRequest) pollResponse { return f.cfg.Server.poll(ctx, f.id, r) },
+		appendPollRequest, decodePollResponse)
+}
+
+// ask sends req to node's server: this node's directly (local), another's
+// over its link as method, encoded and decoded with enc and dec.
+func ask[Req, Resp any](ctx context.Context, f *Feeds, node string, method byte, req Req, local func(Req) Resp,
+	enc func([]byte, Req) []byte, dec func([]byte) (Resp, error)) (Resp, error) {
 	if node == f.id {
-		return f.cfg.Server.poll(ctx, f.id, req), nil
+		return local(req), nil
 	}
+	var zero Resp
 	if f.cfg.Peers == nil || !f.cfg.Peers.Up(node) {
-		return pollResponse{}, fmt.Errorf("delivery: no connected link to %s", node)
+		return zero, fmt.Errorf("delivery: no connected link to %s", node)
 	}
-	body, err := f.cfg.Peers.Call(ctx, node, MethodPoll, appendPollRequest(nil, req))
+	body, err := f.cfg.Peers.Call(ctx, node, method, enc(nil, req))
 	if err != nil {
-		return pollResponse{}, err
+		return zero, err
 	}
-	return decodePollResponse(body)
+	return dec(body)
 }
 
 // deliver hands records to the broker, in order, each with its index as

@@ -173,15 +173,5 @@ func (h *History) read(ctx context.Context, topic string, from uint64, limit int
 
 // rangeAt sends a range request to node.
 func (f *Feeds) rangeAt(ctx context.Context, node string, req rangeRequest) (rangeResponse, error) {
-	if node == f.id {
-		return f.cfg.Server.rangeOf(req), nil
-	}
-	if f.cfg.Peers == nil || !f.cfg.Peers.Up(node) {
-		return rangeResponse{}, fmt.Errorf("delivery: no connected link to %s", node)
-	}
-	body, err := f.cfg.Peers.Call(ctx, node, MethodRange, appendRangeRequest(nil, req))
-	if err != nil {
-		return rangeResponse{}, err
-	}
-	return decodeRangeResponse(body)
+	return ask(ctx, f, node, MethodRange, req, f.cfg.Server.rangeOf, appendRangeRequest, decodeRangeResponse)
 }

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -31,6 +30,9 @@ import (
 
 // maxReplays bounds the replays running at once on a node; more wait.
 const maxReplays = 256
+
+// retainedTimeout bounds fetching a new subscription's retained messages.
+const retainedTimeout = 30 * time.Second
 
 type replayKey struct {
 	s     *session.Session
@@ -279,9 +281,8 @@ func (f *Feeds) runReplay(ctx context.Context, rp *replay) {
 	}
 	f.endReplay(rp)
 	if ctx.Err() == nil {
-		// No replica answers for the group (it was deleted): let live
-		// deliveries through again.
-		s.Resume(g)
+		// The group was deleted: its cursor goes with it.
+		s.Forget(g)
 	}
 }
 
@@ -361,6 +362,10 @@ func (f *Feeds) join(rp *replay, next uint64) joinResult {
 // sendRetained sends s the latest retained messages of g's topics that
 // r's filter matches (the retained messages of sequenced topics).
 func (f *Feeds) sendRetained(ctx context.Context, s *session.Session, g fsm.Group, r session.SubRequest) {
+	// Retained messages are for the subscription's start: past a while
+	// without a replica answering, they are not worth waiting for.
+	ctx, cancel := context.WithTimeout(ctx, retainedTimeout)
+	defer cancel()
 	src := &source{f: f, group: g.ID}
 	if resp, ok := src.seek(ctx, r, true); ok {
 		f.deliverRetained(ctx, s, g.ID, r, resp.Retained)
@@ -429,15 +434,11 @@ func (src *source) failed(ctx context.Context, voters []string) bool {
 	}
 }
 
-// maxSourceFails bounds the attempts of one read or seek: past it the
-// group is taken as unreachable (deleted, or every replica down) and the
-// replay gives up.
-const maxSourceFails = 64
-
-// read reads g's records from position from.
+// read reads g's records from position from, trying its replicas in turn
+// for as long as the group exists; false once it is gone or ctx ended.
 func (src *source) read(ctx context.Context, from uint64) (groupRecords, bool) {
 	f := src.f
-	for ctx.Err() == nil && src.fails < maxSourceFails {
+	for ctx.Err() == nil {
 		node, voters, ok := src.pick()
 		if !ok {
 			return groupRecords{}, false
@@ -454,11 +455,12 @@ func (src *source) read(ctx context.Context, from uint64) (groupRecords, bool) {
 	return groupRecords{}, false
 }
 
-// seek resolves r's sx-from (and fetches retained messages) at g's source.
+// seek resolves r's sx-from (and fetches retained messages) at g's source,
+// as read tries the replicas.
 func (src *source) seek(ctx context.Context, r session.SubRequest, retained bool) (seekResponse, bool) {
 	f := src.f
 	req := seekRequest{Group: src.group, Filter: r.Filter, Kind: byte(r.From.Kind), Index: r.From.Index, Retained: retained}
-	for ctx.Err() == nil && src.fails < maxSourceFails {
+	for ctx.Err() == nil {
 		node, voters, ok := src.pick()
 		if !ok {
 			return seekResponse{}, false
@@ -477,15 +479,5 @@ func (src *source) seek(ctx context.Context, r session.SubRequest, retained bool
 
 // seekAt sends a seek to node.
 func (f *Feeds) seekAt(ctx context.Context, node string, req seekRequest) (seekResponse, error) {
-	if node == f.id {
-		return f.cfg.Server.seek(req), nil
-	}
-	if f.cfg.Peers == nil || !f.cfg.Peers.Up(node) {
-		return seekResponse{}, fmt.Errorf("delivery: no connected link to %s", node)
-	}
-	body, err := f.cfg.Peers.Call(ctx, node, MethodSeek, appendSeekRequest(nil, req))
-	if err != nil {
-		return seekResponse{}, err
-	}
-	return decodeSeekResponse(body)
+	return ask(ctx, f, node, MethodSeek, req, f.cfg.Server.seek, appendSeekRequest, decodeSeekResponse)
 }

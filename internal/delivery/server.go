@@ -186,8 +186,7 @@ func (s *Server) readGroup(g pollGroup, budget int) groupRecords {
 			if !wanted(g.Filters, rec.Topic) {
 				continue
 			}
-			out.Records = append(out.Records, record{Seq: rec.Seq, Index: rec.Index, Retain: rec.Retain, QoS: rec.QoS,
-				Topic: rec.Topic, Message: rec.Message})
+			out.Records = append(out.Records, recordOf(rec))
 		}
 		return out
 	}
@@ -300,8 +299,7 @@ func (s *Server) seek(req seekRequest) seekResponse {
 			if m, err := message.Decode(rec.Message); err != nil || len(m.Payload) == 0 {
 				continue // an empty retained message deletes the retained one
 			}
-			resp.Retained = append(resp.Retained, record{Seq: rec.Seq, Index: rec.Index, Retain: true, QoS: rec.QoS,
-				Topic: rec.Topic, Message: rec.Message})
+			resp.Retained = append(resp.Retained, recordOf(&rec))
 		}
 	}
 	return resp
@@ -340,9 +338,12 @@ func (s *Server) rangeOf(req rangeRequest) rangeResponse {
 		return rangeResponse{Status: statusNoReplica}
 	}
 	for i := range recs {
-		rec := &recs[i]
-		resp.Records = append(resp.Records, record{Seq: rec.Seq, Index: rec.Index, Retain: rec.Retain, QoS: rec.QoS,
-			Topic: rec.Topic, Message: rec.Message})
+		resp.Records = append(resp.Records, recordOf(&recs[i]))
 	}
 	return resp
+}
+
+// recordOf is a sequencer record as the wire carries it.
+func recordOf(rec *sequencer.Record) record {
+	return record{Seq: rec.Seq, Index: rec.Index, Retain: rec.Retain, QoS: rec.QoS, Topic: rec.Topic, Message: rec.Message}
 }

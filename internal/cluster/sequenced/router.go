@@ -180,13 +180,6 @@ func (r *Router) Close() {
 	}
 }
 
-// Sequenced reports whether topic is sequenced by the current policy, and
-// its group.
-func (r *Router) Sequenced(topic string) (group string, ok bool) {
-	c, ok := r.lookup(topic)
-	return c.group, ok
-}
-
 // lookup returns topic's group and rule from the policy rules, through a
 // cache kept per policy version.
 func (r *Router) lookup(topic string) (cachedRule, bool) {
