@@ -80,6 +80,9 @@ type Config struct {
 	// SegmentBytes is the size of topic-log segments (0: the topic log's
 	// default, 16 MiB). Retention deletes whole sealed segments.
 	SegmentBytes int64
+	// MaxGroups bounds the replicas open on this node, with one voter or
+	// several (0: no bound here; the engine has its own for Raft groups).
+	MaxGroups int
 	Clock        clock.Clock
 	Registerer   prometheus.Registerer
 	Log          *slog.Logger
@@ -293,6 +296,9 @@ func (s *Set) groupDir(id string) string {
 // voter) or a Raft group, bootstrapped with the record's voters when this
 // node is one of them.
 func (s *Set) open(ctx context.Context, st fsm.State, g fsm.Group) (*Replica, error) {
+	if n := len(s.IDs()); s.cfg.MaxGroups > 0 && n >= s.cfg.MaxGroups {
+		return nil, fmt.Errorf("%w: %d groups open (max-groups)", replication.ErrBudget, n)
+	}
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	single := len(g.Voters) == 1 && len(g.Learners) == 0

@@ -150,3 +150,25 @@ func TestReplicatedGroupNeedsAnEngine(t *testing.T) {
 		}
 	})
 }
+
+// TestBudget: a node at its group budget opens no more replicas (and
+// keeps trying, in case one closes).
+func TestBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir(), MaxGroups: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		for _, id := range []string{"a", "b", "c"} {
+			meta.apply(t, fsm.CreateGroup(fsm.Group{ID: id, Rule: id, Home: "n1", Voters: []string{"n1"}, Created: time.Unix(2, 0)}))
+		}
+		eventually(t, "two open, the third refused", func() bool {
+			return len(set.IDs()) == 2 && testCounter(set.metrics.openFailures) >= 1
+		})
+		meta.apply(t, fsm.DeleteGroup("a"))
+		eventually(t, "the third opens once one closed", func() bool { return set.Get("c") != nil && set.Get("a") == nil })
+	})
+}
