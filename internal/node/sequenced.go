@@ -66,7 +66,7 @@ func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Confi
 		NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Meta: cp.meta, Engine: cp.engine, Dir: dir,
 		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval, SegmentBytes: n.opts.GroupSegmentBytes,
 		MaxGroups: cfg.MaxGroups,
-		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "groups"),
+		Clock:     n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "groups"),
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)

@@ -82,10 +82,10 @@ type Config struct {
 	SegmentBytes int64
 	// MaxGroups bounds the replicas open on this node, with one voter or
 	// several (0: no bound here; the engine has its own for Raft groups).
-	MaxGroups int
-	Clock        clock.Clock
-	Registerer   prometheus.Registerer
-	Log          *slog.Logger
+	MaxGroups  int
+	Clock      clock.Clock
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
 }
 
 // Replica is this node's replica of one group.
