@@ -64,9 +64,9 @@ func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Confi
 	}
 	set, err := replicas.New(replicas.Config{
 		NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Meta: cp.meta, Engine: cp.engine, Dir: dir,
-		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval, SegmentBytes: n.opts.GroupSegmentBytes,
-		MaxGroups: cfg.MaxGroups,
-		Clock:     n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "groups"),
+		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval, MaxGroups: cfg.MaxGroups,
+		SegmentBytes: n.opts.GroupSegmentBytes, Clock: n.clock, Registerer: n.metrics.Registry,
+		Log: n.log.With("subsystem", "groups"),
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
