@@ -339,9 +339,15 @@ func (f *Feeds) join(rp *replay, next uint64) joinResult {
 			return feedBusy
 		}
 	case fd == nil:
+		// The manager has not opened the feed yet: open it here, where
+		// the replay ended, and have the manager give it its source.
 		fd = &feed{id: rp.key.group, next: next, since: f.clock.Now()}
 		f.mu.feeds[fd.id] = fd
 		f.metrics.feeds.Inc()
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
 	case fd.busy:
 		return feedBusy
 	case fd.next == 0:

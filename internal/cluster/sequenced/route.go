@@ -244,6 +244,7 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 		if err != nil {
 			// Not expected: the broker validated topics and the packet id.
 			rt.r.log.Error("sequenced: encoding a batch", "group", rt.id, "err", err)
+			rt.mu.n-- // not sent: the stream's next batch takes its number
 			failed = append(failed, rt.finishLocked(batch, DropRefused)...)
 			continue
 		}
@@ -297,6 +298,8 @@ func (rt *route) createFailed(err error) time.Duration {
 			}
 		}
 		failed = rt.finishLocked(open, DropUnavailable)
+	} else if errors.Is(err, errNotReady) {
+		rt.r.log.Debug("sequenced: waiting for nodes to register before creating a group", "group", rt.id, "err", err)
 	} else {
 		rt.r.log.Warn("sequenced: creating a placement group failed; will retry", "group", rt.id, "err", err)
 	}
