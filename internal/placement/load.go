@@ -2,10 +2,13 @@ package placement
 
 // loads is the planner's projection of every node's load as topics are taken
 // off and put on nodes during one round. Utilisation is modelled as
-// proportional to the total message rate (In + Out) of the topics a node
-// hosts, per resource, with the node's own ratio measured in the snapshot
-// (ePulsar Section 3.4.3); a node hosting no traffic uses the mean ratio of
-// the nodes that do.
+// proportional to the message rate a node handles, per resource, with the
+// node's own ratio measured in the snapshot (ePulsar Section 3.4.3): the
+// ratio is its utilisation over every message it handles (Node.Rate, or the
+// rate of the topics it hosts when that is not measured or is lower), so a
+// hosted topic carries only its share, and load that is not its topics'
+// (connections, direct traffic) stays on the node whatever moves. A node
+// handling no traffic uses the mean ratio of the nodes that do.
 type loads struct {
 	limit   float64 // utilisation above which a node is overloaded
 	maxOut  float64 // output messages/s above which a node is overloaded; 0: no limit
@@ -16,9 +19,9 @@ type loads struct {
 type nodeLoad struct {
 	id   NodeID
 	util [3]float64 // CPU, memory, network
-	per  [3]float64 // utilisation per message/s of topic rate
-	rate float64    // total In+Out of hosted topics
-	out  float64    // total Out of hosted topics
+	per  [3]float64 // utilisation per message/s the node handles
+	rate float64    // messages/s the node handles (all traffic)
+	out  float64    // messages/s the node sends (all traffic)
 }
 
 func newLoads(nodes []Node, topics []*Topic, limit, maxOut float64) *loads {
@@ -34,6 +37,11 @@ func newLoads(nodes []Node, topics []*Topic, limit, maxOut float64) *loads {
 			nl.rate += t.Summary.Rates.Total()
 			nl.out += t.Summary.Rates.Out
 		}
+	}
+	for i := range nodes {
+		nl := l.byNode[nodes[i].ID]
+		nl.rate = max(nl.rate, nodes[i].Rate)
+		nl.out = max(nl.out, nodes[i].OutRate)
 	}
 	var mean [3]float64
 	busy := 0
@@ -63,6 +71,36 @@ func (l *loads) overloaded(nl *nodeLoad) bool {
 		}
 	}
 	return l.maxOut > 0 && nl.out > l.maxOut
+}
+
+// relieves reports whether taking t off nl lowers a quantity that is over
+// its limit: a topic with no rate (or no output, when only the output rate
+// is over) frees nothing.
+func (l *loads) relieves(nl *nodeLoad, t *Topic) bool {
+	rate := t.Summary.Rates.Total()
+	for r, u := range nl.util {
+		if u > l.limit && nl.per[r]*rate > 0 {
+			return true
+		}
+	}
+	return l.maxOut > 0 && nl.out > l.maxOut && t.Summary.Rates.Out > 0
+}
+
+// relievable reports whether taking every one of hosted off nl would bring
+// it under its limits. When it would not, the node's load is not its
+// topics' and shedding them would cost migrations and fix nothing.
+func (l *loads) relievable(nl *nodeLoad, hosted []*Topic) bool {
+	var rate, out float64
+	for _, t := range hosted {
+		rate += t.Summary.Rates.Total()
+		out += t.Summary.Rates.Out
+	}
+	for r, u := range nl.util {
+		if u-nl.per[r]*rate > l.limit {
+			return false
+		}
+	}
+	return l.maxOut == 0 || nl.out-out <= l.maxOut
 }
 
 // canHost reports whether adding t keeps nl from being overloaded.
