@@ -1,17 +1,21 @@
 package placement
 
 // loads is the planner's projection of every node's load as topics are taken
-// off and put on nodes during one round. Utilisation is modelled as
-// proportional to the message rate a node handles, per resource, with the
-// node's own ratio measured in the snapshot (ePulsar Section 3.4.3): the
-// ratio is its utilisation over every message it handles (Node.Rate, or the
-// rate of the topics it hosts when that is not measured or is lower), so a
-// hosted topic carries only its share, and load that is not its topics'
-// (connections, direct traffic) stays on the node whatever moves. A node
-// handling no traffic uses the mean ratio of the nodes that do.
+// off and put on nodes during one round. Utilisation is modelled, per
+// resource, as a node's own base load plus a cost per message/s that is the
+// same on every node (ePulsar Section 3.4.3 assumes identical brokers): the
+// cost is the pooled ratio of utilisation to message rate over the nodes
+// that handle messages, Σ util / Σ rate, so the busy nodes, whose load is
+// mostly messages, dominate it. A node's rate is every message it handles
+// (Node.Rate), or the rate of the topics it hosts when that is not measured
+// or is lower. A hosted topic therefore carries cost × its rate, and the
+// rest of a node's load (connections, direct traffic, a baseline) stays on
+// it whatever moves: a node with little traffic is neither cheap to relieve
+// nor expensive to add to.
 type loads struct {
-	limit   float64 // utilisation above which a node is overloaded
-	maxOut  float64 // output messages/s above which a node is overloaded; 0: no limit
+	limit   float64    // utilisation above which a node is overloaded
+	maxOut  float64    // output messages/s above which a node is overloaded; 0: no limit
+	cost    [3]float64 // utilisation per message/s, per resource
 	byNode  map[NodeID]*nodeLoad
 	ordered []*nodeLoad // by node ID
 }
@@ -19,7 +23,6 @@ type loads struct {
 type nodeLoad struct {
 	id   NodeID
 	util [3]float64 // CPU, memory, network
-	per  [3]float64 // utilisation per message/s the node handles
 	rate float64    // messages/s the node handles (all traffic)
 	out  float64    // messages/s the node sends (all traffic)
 }
@@ -38,27 +41,22 @@ func newLoads(nodes []Node, topics []*Topic, limit, maxOut float64) *loads {
 			nl.out += t.Summary.Rates.Out
 		}
 	}
+	var util [3]float64
+	rate := 0.0
 	for i := range nodes {
 		nl := l.byNode[nodes[i].ID]
 		nl.rate = max(nl.rate, nodes[i].Rate)
 		nl.out = max(nl.out, nodes[i].OutRate)
-	}
-	var mean [3]float64
-	busy := 0
-	for _, nl := range l.ordered {
 		if nl.rate > 0 {
-			busy++
-			for r := range nl.util {
-				nl.per[r] = nl.util[r] / nl.rate
-				mean[r] += nl.per[r]
+			rate += nl.rate
+			for r := range util {
+				util[r] += nl.util[r]
 			}
 		}
 	}
-	for _, nl := range l.ordered {
-		if nl.rate == 0 && busy > 0 {
-			for r := range mean {
-				nl.per[r] = mean[r] / float64(busy)
-			}
+	if rate > 0 {
+		for r := range util {
+			l.cost[r] = util[r] / rate
 		}
 	}
 	return l
@@ -79,7 +77,7 @@ func (l *loads) overloaded(nl *nodeLoad) bool {
 func (l *loads) relieves(nl *nodeLoad, t *Topic) bool {
 	rate := t.Summary.Rates.Total()
 	for r, u := range nl.util {
-		if u > l.limit && nl.per[r]*rate > 0 {
+		if u > l.limit && l.cost[r]*rate > 0 {
 			return true
 		}
 	}
@@ -96,7 +94,7 @@ func (l *loads) relievable(nl *nodeLoad, hosted []*Topic) bool {
 		out += t.Summary.Rates.Out
 	}
 	for r, u := range nl.util {
-		if u-nl.per[r]*rate > l.limit {
+		if u-l.cost[r]*rate > l.limit {
 			return false
 		}
 	}
@@ -107,7 +105,7 @@ func (l *loads) relievable(nl *nodeLoad, hosted []*Topic) bool {
 func (l *loads) canHost(nl *nodeLoad, t *Topic) bool {
 	rate := t.Summary.Rates.Total()
 	for r, u := range nl.util {
-		if u+nl.per[r]*rate > l.limit {
+		if u+l.cost[r]*rate > l.limit {
 			return false
 		}
 	}
@@ -117,7 +115,7 @@ func (l *loads) canHost(nl *nodeLoad, t *Topic) bool {
 func (l *loads) add(nl *nodeLoad, t *Topic, sign float64) {
 	rate := t.Summary.Rates.Total()
 	for r := range nl.util {
-		nl.util[r] = max(0, nl.util[r]+sign*nl.per[r]*rate)
+		nl.util[r] = max(0, nl.util[r]+sign*l.cost[r]*rate)
 	}
 	nl.rate = max(0, nl.rate+sign*rate)
 	nl.out = max(0, nl.out+sign*t.Summary.Rates.Out)
