@@ -72,7 +72,9 @@ type DesiredCancel struct {
 func SetGroupDesired(c DesiredChange) Command { return Command{Op: OpSetGroupDesired, Desired: &c} }
 
 // CancelGroupDesired returns the command withdrawing a pending decision.
-func CancelGroupDesired(c DesiredCancel) Command { return Command{Op: OpCancelGroupDesired, Cancel: &c} }
+func CancelGroupDesired(c DesiredCancel) Command {
+	return Command{Op: OpCancelGroupDesired, Cancel: &c}
+}
 
 func (c DesiredChange) validate(field string) *Error {
 	if err := validateGroupID(c.Group); err != nil {
