@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock/clocktest"
+	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/monitor"
 	"github.com/sextantmq/sextant/internal/placement"
@@ -461,5 +462,25 @@ func TestConfigRefusesNegatives(t *testing.T) {
 	}
 	if _, err := New(Config{}, nil); !errors.Is(err, ErrConfig) {
 		t.Error("no metadata accepted")
+	}
+}
+
+// The node's placement settings (internal/config) make a planner
+// configuration: every value its Validate accepts, PlannerConfig accepts.
+func TestNodeSettingsMakeAPlanner(t *testing.T) {
+	c := config.Default()
+	for _, policy := range []string{"center", "centroid", "allpairs", "hash", "publisher"} {
+		c.PlacementPolicy = policy
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		pc, err := PlannerConfig(c.PlacementPolicy, c.PlacementOverload, c.PlacementMaxOut, c.PlacementMargin,
+			c.PlacementMarginPc, c.PlacementConfirm, c.PlacementCooldown, c.PlacementInterval)
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		if pc.Overload != 0.85 || pc.Confirm != 3 || pc.Cooldown != 6 || pc.MarginRatio != 0.05 {
+			t.Fatalf("%s: %+v", policy, pc)
+		}
 	}
 }
