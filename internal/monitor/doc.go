@@ -28,5 +28,6 @@
 //
 // Who imports it: the node's broker wiring (the Observer calls), the
 // monitoring agent (internal/monitor/agent) that sends reports, and the
-// placement manager (internal/placement/manager) that reads them.
+// placement manager (internal/placement/manager) that reads them. See
+// docs/design/placement-live.md.
 package monitor

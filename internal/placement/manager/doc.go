@@ -51,5 +51,6 @@
 //
 // Who uses it: the node (every node runs one; only the leader's plans) and
 // the admin API (Status, Move). Not yet built on top of it: the migration
-// executor that consumes the decisions (fsm.State.Decisions).
+// executor that consumes the decisions (fsm.State.Decisions). See
+// docs/design/placement-live.md.
 package manager
