@@ -10,11 +10,7 @@ import (
 // but do not count towards a latency move's confirmation, so confirmation
 // keeps counting timer rounds however many events arrive.
 func TestRepeatedRoundDoesNotAdvanceConfirmation(t *testing.T) {
-	a, b := node("a", 0, 0), node("b", 100, 0)
-	c := Clients{Producers: []Client{client(b, 0, 1)}, Consumers: []Client{client(b, 0, 1)}}
-	snap := Snapshot{Nodes: []Node{a, b}, Topics: []Topic{topic("t", a, ms(10), c)}}
-	cfg := DefaultConfig()
-	cfg.Confirm = 3
+	_, _, _, snap, cfg := farTopic()
 	st := State{}
 	plan := func(round uint64) Result {
 		t.Helper()

@@ -39,7 +39,9 @@ func TestAgentReportsEveryInterval(t *testing.T) {
 			Node: "edge-1", Tracker: tr, Interval: 5 * time.Second,
 			Capacity:   monitor.Capacity{CPUs: 2, Memory: 1 << 30, Network: 1e6},
 			Coordinate: func() *coordinate.Coordinate { return &coordinate.Coordinate{Vec: []float64{0.01, 0}, Height: 0.0001} },
-			Counters:   func() Counters { return Counters{NetBytes: netByte.Load(), MsgIn: msgs.Load(), MsgOut: 2 * msgs.Load()} },
+			Counters: func() Counters {
+				return Counters{NetBytes: netByte.Load(), MsgIn: msgs.Load(), MsgOut: 2 * msgs.Load()}
+			},
 			Process: func() (procstat.Sample, error) {
 				return procstat.Sample{CPU: time.Duration(cpu.Load()), RSSKiB: 256 << 10}, nil
 			},

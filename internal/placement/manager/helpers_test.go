@@ -126,3 +126,18 @@ func clients(topic string, producers, consumers int, rttMS, rate float64) monito
 func sleep(d time.Duration) {
 	time.Sleep(d) // lint:sleep-ok advances the synctest bubble's fake clock to the next placement round
 }
+
+// background runs run until the returned stop is called, which waits for
+// it to return.
+func background(run func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -381,16 +381,7 @@ func TestRunRoundsOnTimerAndEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			m.Run(ctx)
-		}()
-		defer func() {
-			cancel()
-			<-done
-		}()
+		defer background(m.Run)()
 		ra := &reporter{node: "a", coord: at(0, 0)}
 		rb := &reporter{node: "b", coord: at(50, 0)}
 		rc := &reporter{node: "c", coord: at(100, 0)}

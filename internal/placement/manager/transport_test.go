@@ -96,16 +96,7 @@ func TestReportsTravelOnPeerLinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			a.Run(ctx)
-		}()
-		defer func() {
-			cancel()
-			<-done
-		}()
+		defer background(a.Run)()
 		for range 2 {
 			time.Sleep(5 * time.Second) // lint:sleep-ok advances the bubble's clock by one report interval
 		}
