@@ -98,7 +98,7 @@ type reporter struct {
 	seq   uint64
 }
 
-func (r *reporter) send(t *testing.T, m *Manager, topics ...monitor.TopicReport) {
+func (r *reporter) send(t testing.TB, m *Manager, topics ...monitor.TopicReport) {
 	t.Helper()
 	r.seq++
 	rep := monitor.Report{Node: r.node, Incarnation: 1, Seq: r.seq, Window: 5 * time.Second, Coord: r.coord, Load: r.load, Topics: topics}

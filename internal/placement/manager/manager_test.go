@@ -16,7 +16,7 @@ import (
 	"github.com/sextantmq/sextant/internal/placement"
 )
 
-func defaultPlanner(t *testing.T) placement.Config {
+func defaultPlanner(t testing.TB) placement.Config {
 	t.Helper()
 	pc, err := PlannerConfig("center", 85, 0, 2*time.Millisecond, 5, 3, 30*time.Second, 5*time.Second)
 	if err != nil {

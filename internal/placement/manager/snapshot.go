@@ -20,10 +20,16 @@ type topicGroups struct {
 	group   map[string]string // "" for a topic that has no group
 }
 
-func (c *topicGroups) lookup(state fsm.State, topic string) string {
+// reset forgets the cache when the rules changed.
+func (c *topicGroups) reset(state fsm.State) {
 	if v := state.Policies().Version; c.group == nil || v != c.version {
 		c.version, c.group = v, map[string]string{}
 	}
+}
+
+// lookup returns topic's group id ("" for none) under the rules of the
+// last reset.
+func (c *topicGroups) lookup(state fsm.State, topic string) string {
 	id, ok := c.group[topic]
 	if !ok {
 		id, _, _ = state.GroupFor(topic)
@@ -98,6 +104,7 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 	}
 
 	// Each group's clients, folded per access node and side.
+	cache.reset(state)
 	clients := map[string]*groupClients{}
 	for _, rc := range fresh {
 		id := placement.NodeID(rc.r.Node)
@@ -121,7 +128,7 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 	}
 
 	rules := map[string]fsm.Rule{}
-	for _, r := range state.Policies().Rules {
+	for _, r := range state.Policies().Rules { // one copy of the rules per round
 		rules[r.Match] = r
 	}
 	for _, g := range state.Groups() {
