@@ -22,6 +22,7 @@ var sections = []struct{ first, title string }{
 	{"LogLevel", "Logging"},
 	{"Fsync", "Durability"},
 	{"MaxConnections", "Limits"},
+	{"PlacementPolicy", "Placement of sequenced topics"},
 	{"DrainTimeout", "Stopping and draining"},
 	{"ReplicationTiming", "Sequenced topics"},
 }

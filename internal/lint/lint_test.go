@@ -26,6 +26,7 @@ var pureCores = []string{
 	"internal/retained",
 	"internal/coords",
 	"internal/placement",
+	"internal/monitor",
 	"internal/meta/fsm",
 	"internal/cluster/routing",
 	"internal/cluster/hlc",

@@ -41,6 +41,10 @@ const (
 	OpSetGroupMembers Op = "set_group_members"
 	// OpDeleteGroup removes a group's record (GroupID).
 	OpDeleteGroup Op = "delete_group"
+	// OpSetGroupDesired records a placement decision (Desired).
+	OpSetGroupDesired Op = "set_group_desired"
+	// OpCancelGroupDesired withdraws a pending decision (Cancel).
+	OpCancelGroupDesired Op = "cancel_group_desired"
 )
 
 // Command is one change to the metadata. Each op takes its own fields and
@@ -55,6 +59,8 @@ type Command struct {
 	GroupID       string         `json:"group_id,omitempty"`
 	Home          *HomeChange    `json:"home,omitempty"`
 	Members       *MembersChange `json:"members,omitempty"`
+	Desired       *DesiredChange `json:"desired,omitempty"`
+	Cancel        *DesiredCancel `json:"cancel,omitempty"`
 }
 
 // RegisterNode returns the command registering n.
@@ -117,6 +123,16 @@ func (c Command) Validate() *Error {
 			return invalid("group_id", "%s", err.Reason)
 		}
 		return nil
+	case OpSetGroupDesired:
+		if !c.only("desired") {
+			return invalid("", "set_group_desired takes desired only")
+		}
+		return c.Desired.validate("desired")
+	case OpCancelGroupDesired:
+		if !c.only("cancel") {
+			return invalid("", "cancel_group_desired takes cancel only")
+		}
+		return c.Cancel.validate("cancel")
 	case "":
 		return invalid("op", "missing")
 	}
@@ -129,7 +145,7 @@ func (c Command) only(allowed ...string) bool {
 	set := map[string]bool{
 		"node": c.Node != nil, "node_id": c.NodeID != "", "rules": c.Rules != nil,
 		"expect_version": c.ExpectVersion != nil, "group": c.Group != nil, "group_id": c.GroupID != "",
-		"home": c.Home != nil, "members": c.Members != nil,
+		"home": c.Home != nil, "members": c.Members != nil, "desired": c.Desired != nil, "cancel": c.Cancel != nil,
 	}
 	for _, name := range allowed {
 		delete(set, name)
@@ -148,6 +164,10 @@ func (c Command) only(allowed ...string) bool {
 		return c.Home != nil
 	case "members":
 		return c.Members != nil
+	case "desired":
+		return c.Desired != nil
+	case "cancel":
+		return c.Cancel != nil
 	}
 	return true // node_id, group_id: their own check says "missing"; rules may be empty
 }
@@ -229,6 +249,16 @@ func (c Command) normalized() Command {
 			m.Learners = nil
 		}
 		c.Members = &m
+	}
+	if c.Desired != nil {
+		d := *c.Desired
+		d.At = d.At.UTC()
+		d.Voters = slices.Clone(d.Voters)
+		c.Desired = &d
+	}
+	if c.Cancel != nil {
+		x := *c.Cancel
+		c.Cancel = &x
 	}
 	return c
 }

@@ -15,6 +15,16 @@
 // pure rule that picks a new group's voters from the alive nodes by spread
 // (zone or site), distance and tier.
 //
+// Placement decisions (desired.go): set-desired records in a group where
+// the placement manager or an operator wants it (home, voters, reason
+// violation, overload, manual or rebalance, time), against the group's
+// current epoch; the migration executor on the group's home works while
+// the record differs from it, and the state machine clears it when a
+// set-home or set-members makes the record equal to it (or a decision for
+// where the group already is arrives, or cancel-desired names it). A
+// pending manual decision is not replaced by the manager's. State.Decisions
+// lists the pending ones.
+//
 // It is a pure core: no I/O, no clock, no goroutines. A State is a value:
 // State.Apply returns a new State and a Result, and never changes the State
 // it was called on, so one State can be read from any number of goroutines

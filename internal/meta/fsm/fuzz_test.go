@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,6 +21,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		SetGroupHome(HomeChange{Group: "s/1", Home: "n1", Epoch: 2, Reason: ReasonMigration, At: t0}),
 		SetGroupMembers(MembersChange{Group: "s/1", Epoch: 1, Voters: []string{"n1", "n2"}}),
 		DeleteGroup("s/1"),
+		SetGroupDesired(DesiredChange{Group: "s/1", Epoch: 1, Home: "n2", Voters: []string{"n2"}, Reason: ReasonViolation, At: t0}),
+		CancelGroupDesired(DesiredCancel{Group: "s/1", Index: 4}),
 	} {
 		b, err := EncodeCommand(c)
 		if err != nil {
@@ -65,6 +68,8 @@ func FuzzDecodeCommand(f *testing.F) {
 func FuzzRestore(f *testing.F) {
 	f.Add([]byte(`{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]}}`))
 	f.Add([]byte(`{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[` + groupJSON + `]}`))
+	f.Add([]byte(`{"v":2,"applied":5,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[` +
+		strings.TrimSuffix(groupJSON, `}`) + `,"desired":{"home":"b","voters":["b"],"reason":"manual","at":"2025-01-01T00:01:00Z","epoch":1,"index":5}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Restore(b)
 		if err != nil {

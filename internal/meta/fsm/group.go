@@ -74,6 +74,8 @@ type Group struct {
 	// stamped by the proposer.
 	HomeReason Reason    `json:"home_reason"`
 	HomeSince  time.Time `json:"home_since"`
+	// Desired is the pending placement decision, if any (see Desired).
+	Desired *Desired `json:"desired,omitempty"`
 }
 
 // HomeChange moves a group's home (command set_group_home).
@@ -122,6 +124,11 @@ func DeleteGroup(id string) Command { return Command{Op: OpDeleteGroup, GroupID:
 func (g Group) clone() Group {
 	g.Voters = slices.Clone(g.Voters)
 	g.Learners = slices.Clone(g.Learners)
+	if g.Desired != nil {
+		d := *g.Desired
+		d.Voters = slices.Clone(d.Voters)
+		g.Desired = &d
+	}
 	return g
 }
 
@@ -131,6 +138,11 @@ func (g Group) normalized() Group {
 	g.HomeSince = g.HomeSince.UTC()
 	if len(g.Learners) == 0 {
 		g.Learners = nil
+	}
+	if g.Desired != nil {
+		d := *g.Desired
+		d.At = d.At.UTC()
+		g.Desired = &d
 	}
 	return g
 }
@@ -148,6 +160,8 @@ func (g Group) validateNew(field string) *Error {
 		return invalid(field+".home_reason", "set by the state machine; leave it empty")
 	case !g.HomeSince.IsZero():
 		return invalid(field+".home_since", "set by the state machine; leave it empty")
+	case g.Desired != nil:
+		return invalid(field+".desired", "recorded by set_group_desired; leave it empty")
 	}
 	return nil
 }
@@ -162,6 +176,14 @@ func (g Group) validateStored(field string) *Error {
 	}
 	if err := validateReason(g.HomeReason, true); err != nil {
 		return invalid(field+".home_reason", "%s", err.Reason)
+	}
+	if g.Desired != nil {
+		if err := g.Desired.validateStored(field+".desired", g); err != nil {
+			return err
+		}
+		if g.Desired.reached(&g) {
+			return invalid(field+".desired", "equals the record: a reached decision is cleared")
+		}
 	}
 	return validateTime(field+".home_since", g.HomeSince)
 }
@@ -420,6 +442,7 @@ func (s State) applyGroup(next *State, res *Result, cmd Command) {
 		}
 		g = g.clone()
 		g.Home, g.Epoch, g.HomeReason, g.HomeSince = c.Home, c.Epoch, c.Reason, c.At.UTC()
+		g.settle()
 		next.groups = s.groups.with(g)
 		res.Group = ptrTo(g.clone())
 	case OpSetGroupMembers:
@@ -448,6 +471,7 @@ func (s State) applyGroup(next *State, res *Result, cmd Command) {
 		if len(g.Learners) == 0 {
 			g.Learners = nil
 		}
+		g.settle()
 		next.groups = s.groups.with(g)
 		res.Group = ptrTo(g.clone())
 	case OpDeleteGroup:

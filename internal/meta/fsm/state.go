@@ -106,9 +106,10 @@ type Result struct {
 	// PoliciesVersion is the policy version after a successful PutPolicies.
 	PoliciesVersion uint64 `json:"policies_version,omitempty"`
 	// Group is the record a group command left: the new record after
-	// create, set-home and set-members, or the current one when they were
-	// refused with a conflict (create of an existing group, a stale epoch),
-	// so the proposer need not read it again.
+	// create, set-home, set-members, set-desired and cancel-desired, or the
+	// current one when they were refused with a conflict (create of an
+	// existing group, a stale epoch, a pending manual decision), so the
+	// proposer need not read it again.
 	Group *Group `json:"group,omitempty"`
 	// Error is set when the command was rejected; the state is then
 	// unchanged apart from Applied.
@@ -171,6 +172,8 @@ func (s State) Apply(index uint64, cmd Command) (State, Result) {
 		res.PoliciesVersion = next.policies.Version
 	case OpCreateGroup, OpSetGroupHome, OpSetGroupMembers, OpDeleteGroup:
 		s.applyGroup(&next, &res, cmd)
+	case OpSetGroupDesired, OpCancelGroupDesired:
+		s.applyDesired(&next, &res, cmd)
 	}
 	return next, res
 }
