@@ -24,6 +24,9 @@ import (
 // another node forwarded here takes the same route and fanOut in
 // DeliverForwarded.
 func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
+	if b.publishSequenced(from, m, done) {
+		return
+	}
 	ps := session.Persist{From: from}
 	needSync := false
 	r := b.remote

@@ -15,6 +15,10 @@
 // its export to the new node (relay.go: broker.Relay on the old node,
 // Relays.DeliverRelayed on the new one), so a move loses no message.
 //
+// Services built on the links (the sequenced publish path, the delivery
+// layer's feeds) serve their own requests through Handle (request methods
+// 32 and up) and call peers through the peer manager (Peers).
+//
 // The shell owns what they share: the peer manager and its handler (frames
 // from peers are decoded here and dispatched to the part they belong to),
 // the alive member set (pushed to the directory), the link events (a new

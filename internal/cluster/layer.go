@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -139,10 +140,47 @@ type Layer struct {
 		alive []string // alive members with a peer address, this node included; sorted
 		known map[string]membership.Member
 	}
+	services atomic.Pointer[map[byte]ServeFunc] // requests served outside the layer (Handle)
+
 	mu struct {
 		sync.Mutex
 		started bool
 	}
+}
+
+// ServeFunc answers a request (or a notification) a peer sent with a
+// method registered with Handle. body is the caller's and may be kept; ctx
+// ends when the layer closes.
+type ServeFunc func(ctx context.Context, node string, body []byte) ([]byte, error)
+
+// FirstServiceMethod is the lowest request method Handle accepts: those
+// below belong to the layer itself (ping, relay) and the session directory.
+const FirstServiceMethod byte = 32
+
+// Handle serves the peer requests with method with fn: the services built
+// on the layer's links (the sequenced publish path, feeds) answer their own
+// requests. Call it before Start.
+func (l *Layer) Handle(method byte, fn ServeFunc) error {
+	if method < FirstServiceMethod || fn == nil {
+		return fmt.Errorf("%w: service method %d (want %d and up, with a function)", ErrConfig, method, FirstServiceMethod)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.started {
+		return fmt.Errorf("%w: Handle after Start", ErrConfig)
+	}
+	next := map[byte]ServeFunc{}
+	if cur := l.services.Load(); cur != nil {
+		for k, v := range *cur {
+			next[k] = v
+		}
+	}
+	if _, dup := next[method]; dup {
+		return fmt.Errorf("%w: service method %d handled twice", ErrConfig, method)
+	}
+	next[method] = fn
+	l.services.Store(&next)
+	return nil
 }
 
 var (
@@ -301,6 +339,14 @@ func (h links) Serve(ctx context.Context, node string, method byte, body []byte)
 		return nil, nil
 	case methodRelay:
 		return nil, h.l.relayed(node, body)
+	}
+	if method >= FirstServiceMethod {
+		if svc := h.l.services.Load(); svc != nil {
+			if fn := (*svc)[method]; fn != nil {
+				return fn(ctx, node, body)
+			}
+		}
+		return nil, fmt.Errorf("cluster: no service for request method %d", method)
 	}
 	return h.l.dir.Serve(ctx, node, method, body)
 }

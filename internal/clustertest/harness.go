@@ -42,6 +42,8 @@ type Options struct {
 	Seed uint64
 	// Cluster adjusts each node's cluster layer config before it starts.
 	Cluster func(*cluster.Config)
+	// GroupSegmentBytes sets node.Options.GroupSegmentBytes.
+	GroupSegmentBytes int64
 }
 
 // Cluster is a set of in-process nodes on one memnet network, each built
@@ -191,7 +193,7 @@ func (n *Node) start() error {
 	c := n.c
 	nd, err := node.New(n.nodeConfig(), node.Options{
 		Log: c.log.With("node", n.ID), Version: "test", Network: c.Net.Host(n.Host),
-		Seed: c.opts.Seed + uint64(n.Index), Ephemeral: !c.opts.Store,
+		Seed: c.opts.Seed + uint64(n.Index), Ephemeral: !c.opts.Store, GroupSegmentBytes: c.opts.GroupSegmentBytes,
 		Cluster: func(cfg *cluster.Config) {
 			cfg.Peer = c.opts.Peer
 			if c.opts.Cluster != nil {

@@ -24,6 +24,7 @@ var sections = []struct{ first, title string }{
 	{"MaxConnections", "Limits"},
 	{"PlacementPolicy", "Placement of sequenced topics"},
 	{"DrainTimeout", "Stopping and draining"},
+	{"ReplicationTiming", "Sequenced topics"},
 }
 
 // referenceIntro opens docs/configuration.md.

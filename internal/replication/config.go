@@ -220,10 +220,10 @@ func (id GroupID) Validate() error {
 	return nil
 }
 
-// dirName is id as a directory name: letters, digits, '-' and '_' stay,
+// DirName is id as a directory name: letters, digits, '-' and '_' stay,
 // every other byte (including '/' and '.') becomes %XX, so an id can never
 // name a path outside DataDir.
-func (id GroupID) dirName() string {
+func (id GroupID) DirName() string {
 	var b strings.Builder
 	for i := 0; i < len(id); i++ {
 		c := id[i]

@@ -177,8 +177,10 @@ func (e *Engine) roles() map[Role]int {
 	return out
 }
 
-// groupDir is where a group's storage lives.
-func (e *Engine) groupDir(id GroupID) string { return filepath.Join(e.cfg.DataDir, id.dirName()) }
+// GroupDir is the directory holding group id's storage (its Raft log and
+// snapshots); Delete removes it whole, so a state machine may keep its own
+// files in it too.
+func (e *Engine) GroupDir(id GroupID) string { return filepath.Join(e.cfg.DataDir, id.DirName()) }
 
 // Delete removes a group's storage: what a node does after it was removed
 // from the group (a migration moved the replica elsewhere). The group is
@@ -196,7 +198,7 @@ func (e *Engine) Delete(id GroupID) error {
 		return err
 	}
 	defer e.release(id, nil)
-	if err := os.RemoveAll(e.groupDir(id)); err != nil {
+	if err := os.RemoveAll(e.GroupDir(id)); err != nil {
 		return fmt.Errorf("replication: delete group %s: %w", id, err)
 	}
 	return nil

@@ -132,6 +132,10 @@ type respSlot struct {
 // Ack implements Acker for the PUBACK/PUBREC a publish waits on.
 func (sl *respSlot) Ack(code packet.ReasonCode) { sl.c.completeAck(sl, code) }
 
+// PacketID is the packet id of the publish the slot acknowledges: with the
+// client id, what the sequenced publish path deduplicates retries by.
+func (sl *respSlot) PacketID() uint16 { return sl.ack.PacketID }
+
 // Serve runs one client connection to its end: the CONNECT handshake, then
 // the read loop. It closes nc before returning. A panic in the connection's
 // code is recovered, logged with its stack and counted.

@@ -15,6 +15,12 @@
 // connections; that goroutine blocks on the socket, batches, lingers briefly
 // once idle and then exits, so an idle connection keeps no writer.
 //
+// Sequenced topics: a session keeps a cursor per placement group
+// (cursor.go), through which live and replayed records of the group pass,
+// so that it takes each at most once and in order; a persistent session's
+// backlog on a group is its cursor. SubRequest.From carries a SUBSCRIBE's
+// sx-from (from.go).
+//
 // Concurrency: a Session's mutable state sits under Session.mu; Conn fields
 // that the reader, the writer and publishers share are under the same lock.
 // Deliver is called by the broker from publishers' goroutines, with the

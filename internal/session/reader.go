@@ -598,7 +598,12 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 	}
 	have := c.s.SubscriptionCount()
 	limits := topic.Limits{MaxLength: lim.MaxTopicLength, MaxLevels: lim.MaxTopicLevels}
+	from, ferr := fromProperty(p.Props.User)
 	for i, sub := range p.Subs {
+		if ferr != nil {
+			codes[i] = packet.ImplementationSpecificError
+			continue
+		}
 		if err := topic.ValidateFilter(sub.Filter); err != nil {
 			codes[i] = packet.TopicFilterInvalid
 			continue
@@ -622,13 +627,16 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 				continue
 			}
 		}
-		reqs = append(reqs, SubRequest{Filter: sub.Filter, Opts: router.Options{
+		reqs = append(reqs, SubRequest{Filter: sub.Filter, From: from, Opts: router.Options{
 			QoS: min(sub.QoS, 2), NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished,
 			RetainHandling: sub.RetainHandling, ID: id,
 		}})
 		idx = append(idx, i)
 	}
 	ack := &packet.Suback{PacketID: p.PacketID, Codes: codes}
+	if ferr != nil && c.version == packet.V5 {
+		ack.Props.SetReasonString(ferr.Error())
+	}
 	if len(reqs) == 0 {
 		c.respond(ack, false)
 		return nil

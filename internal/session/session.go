@@ -65,6 +65,9 @@ type Env struct {
 type SubRequest struct {
 	Filter string // as subscribed, including any "$share/group/" prefix
 	Opts   router.Options
+	// From is the SUBSCRIBE's sx-from user property: where the history of
+	// the sequenced topics the filter matches is replayed from.
+	From From
 }
 
 // Hub is the broker as a session sees it.
@@ -166,6 +169,7 @@ type Session struct {
 		willDelay uint32
 		space     chan struct{} // closed when the queue gains room; nil when nobody waits
 		ended     bool
+		cursors   map[string]*cursor // by placement group (cursor.go); nil until the first
 
 		// The identity of the latest connection and its rights, used for
 		// the will; identified is false until a connection binds (a
@@ -333,6 +337,7 @@ func (s *Session) Record(disconnectedAt time.Time) *store.SessionRecord {
 	if s.mu.will != nil {
 		r.Will, r.WillDelay = s.mu.will, s.mu.willDelay
 	}
+	r.Cursors = s.cursorRecordsLocked()
 	return r
 }
 
@@ -371,6 +376,10 @@ const (
 	Dropped                // dropped by the queue policy (counted)
 	Full                   // non-persistent queue full of QoS 1/2: wait on the channel, then retry or give up
 	Gone                   // the session has ended
+	// Skipped: a record of a placement group the session's cursor has
+	// passed, or whose live deliveries wait for the session's replay
+	// (cursor.go); not counted as a drop.
+	Skipped
 )
 
 // Ticket orders a publish's store writes before any later deletion of the
@@ -431,6 +440,9 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 	if s.mu.ended {
 		return Gone, nil
 	}
+	if d.Group != "" && !s.admitLocked(&d) {
+		return Skipped, nil
+	}
 	if d.QoS == 0 {
 		if s.mu.conn == nil {
 			return Dropped, nil // QoS 0 is not queued for offline sessions
@@ -447,6 +459,14 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 		if full && s.mu.spilled == 0 && s.dropOldestQoS0Locked() {
 			full = false
 		}
+		if full && d.Replay {
+			// A replay waits for room instead of spilling: the backlog
+			// stays a cursor in the log, not a copy in the store.
+			if s.mu.space == nil {
+				s.mu.space = make(chan struct{})
+			}
+			return Full, s.mu.space
+		}
 		if full && s.mu.spilled >= lim.MaxStored {
 			s.env.Metrics.Drop(metrics.DropSessionQuota, 1)
 			return Dropped, nil
@@ -461,6 +481,7 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 				s.mu.spillFrom = d.seq
 			}
 			s.mu.spilled++
+			s.passedLocked(&d)
 			return Spilled, nil
 		}
 		s.pushLocked(d, p.readerBatch())
@@ -492,6 +513,7 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 // pushLocked queues d; b (nil: none) is the publisher's batch, which may
 // take on the write.
 func (s *Session) pushLocked(d Delivery, b *batch) {
+	s.passedLocked(&d)
 	s.mu.queue.PushBack(d)
 	s.env.Metrics.QueuedMessages.Inc()
 	if c := s.mu.conn; c != nil {

@@ -85,6 +85,10 @@ func (s State) Policies() Policies {
 	return p
 }
 
+// PoliciesVersion is the version of the rule list (Policies().Version,
+// without copying the rules), for caches of what the rules decide.
+func (s State) PoliciesVersion() uint64 { return s.policies.Version }
+
 // RuleFor returns the first rule matching topic, or DefaultRule.
 func (s State) RuleFor(topic string) Rule {
 	for _, r := range s.policies.Rules {
