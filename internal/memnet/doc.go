@@ -2,7 +2,8 @@
 // connections (net.Conn / net.Listener) and datagrams (net.PacketConn) between
 // "ip:port" addresses, with a one-way latency per host pair (half the
 // configured round-trip time), per-link packet loss, two-way and one-way
-// partitions per host pair, connection breaks and host isolation, all changeable while the network runs.
+// partitions per host pair, connection breaks and host isolation, all
+// changeable while the network runs.
 //
 // Latency is implemented with timers from package time, so a Network created
 // inside a testing/synctest bubble runs on the bubble's fake clock: a gossip

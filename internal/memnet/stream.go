@@ -45,7 +45,7 @@ type stream struct {
 		dir     [2]half
 		ep      [2]endpoint
 		stalled [2]bool // direction i (what side i writes) is cut
-		err     error // once set, the stream is reset and every call fails
+		err     error   // once set, the stream is reset and every call fails
 		breaker *time.Timer
 		changed chan struct{} // closed and replaced on every state change
 	}
