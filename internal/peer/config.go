@@ -46,10 +46,12 @@ type Handler interface {
 // Options tune links. The zero value of each field takes the default named
 // in its comment.
 type Options struct {
-	// QueueMessages bounds the forwarded messages waiting per link
-	// (default 16384).
+	// QueueMessages bounds a peer's outbox: the forwarded messages waiting
+	// to be sent plus the QoS 1/2 ones sent and not yet acknowledged
+	// (default 16384). It also caps the QoS 1/2 messages in flight to the
+	// peer, so a stream's rate is at most QueueMessages per round trip.
 	QueueMessages int
-	// QueueBytes bounds their size per link (default 16 MiB).
+	// QueueBytes bounds their size (default 16 MiB).
 	QueueBytes int
 	// ControlBytes bounds the control frames (interest is not queued;
 	// retained updates, requests and responses are) waiting per connection;
@@ -66,8 +68,24 @@ type Options struct {
 	// larger one is disconnected. A session hand-over must fit in one frame.
 	MaxFrame int
 	// PingInterval: a connection with nothing to send sends a ping this often
-	// (default 2 s).
+	// (default 1 s).
 	PingInterval time.Duration
+	// StallTimeout: a link from which nothing arrived for this long is not
+	// used (the peer's messages go through a transit node, and this node
+	// tells its peers it does not hear that one) until something arrives,
+	// though its connection stays open until ReadTimeout (default 3 s; keep
+	// it above twice PingInterval).
+	StallTimeout time.Duration
+	// ResendAfter: on a transit path, QoS 1/2 messages sent and not
+	// acknowledged for this long, with no acknowledgement progress, are sent
+	// again (default 2 s). On the direct link they are sent again on every
+	// new connection instead.
+	ResendAfter time.Duration
+	// TransitBytes bounds the frames waiting on a connection that pass
+	// through this node between two others, and this node's retained
+	// updates sent through a transit node; beyond it they are dropped and
+	// counted (the origin sends its messages again; default 4 MiB).
+	TransitBytes int
 	// ReadTimeout: a connection that receives nothing for this long is
 	// closed (default 10 s; keep it several PingIntervals).
 	ReadTimeout time.Duration
@@ -100,8 +118,11 @@ func (o Options) withDefaults() Options {
 	def(&o.BatchBytes, 256<<10)
 	def(&o.MaxFrame, 64<<20)
 	def(&o.MaxRequests, 256)
+	def(&o.TransitBytes, 4<<20)
 	dur(&o.BlockTimeout, time.Second)
-	dur(&o.PingInterval, 2*time.Second)
+	dur(&o.PingInterval, time.Second)
+	dur(&o.StallTimeout, 3*time.Second)
+	dur(&o.ResendAfter, 2*time.Second)
 	dur(&o.ReadTimeout, 10*time.Second)
 	dur(&o.WriteTimeout, 10*time.Second)
 	dur(&o.HandshakeTimeout, 5*time.Second)
@@ -138,6 +159,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Log receives connection events (default: discarded).
 	Log *slog.Logger
+	// Estimate estimates the round trip between two nodes (network
+	// coordinates: membership.EstimateRTT); it ranks transit nodes. nil, or
+	// ok false: unknown, ranked after every known estimate.
+	Estimate func(a, b string) (rtt time.Duration, ok bool)
 	// Options tune the links.
 	Options Options
 }

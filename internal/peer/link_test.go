@@ -451,7 +451,7 @@ func TestQueueOverflowPolicy(t *testing.T) {
 		}
 		l.mu.Lock()
 		var queued []string
-		for _, p := range l.mu.data.items[l.mu.data.head:] {
+		for _, p := range l.mu.out.pending.items[l.mu.out.pending.head:] {
 			if p != nil {
 				queued = append(queued, string(p.Msg))
 			}
