@@ -217,16 +217,25 @@ type batchHeader struct {
 	Inc, Gen, Base uint64
 }
 
-// appendPublishItem appends one forwarded publish of a batch: its sequence
-// number (0: QoS 0, not acknowledged), flags (bit 0: deliver to direct
-// subscribers), the shared groups to serve, the message's encoding.
+// Flags of a publish item.
+const (
+	itemDirect byte = 1 << 0 // deliver to direct subscribers
+	itemAcked  byte = 1 << 1 // QoS 1/2: numbered in the acknowledged sequence
+)
+
+// appendPublishItem appends one forwarded publish of a batch: flags, its
+// number in the outbox (in the acknowledged sequence, or the QoS 0 one),
+// the shared groups to serve, the message's encoding.
 func appendPublishItem(dst []byte, p *Publish) []byte {
 	var flags byte
 	if p.Direct {
-		flags = 1
+		flags |= itemDirect
 	}
-	dst = binary.AppendUvarint(dst, p.seq)
+	if p.acked() {
+		flags |= itemAcked
+	}
 	dst = append(dst, flags)
+	dst = binary.AppendUvarint(dst, p.seq)
 	dst = wire.AppendStrings(dst, p.Groups)
 	return wire.AppendBytes(dst, p.Msg)
 }
@@ -261,6 +270,7 @@ func appendRetainedBatch(dst []byte, msgs [][]byte) []byte {
 // frame.
 type publishItem struct {
 	Seq    uint64
+	Acked  bool // Seq is in the acknowledged sequence (else the QoS 0 one)
 	Direct bool
 	Groups []string
 	Msg    []byte
@@ -283,12 +293,11 @@ func decodePublishBatch(b []byte, head func(batchHeader) error, fn func(publishI
 		return err
 	}
 	for i := uint64(0); i < n && !d.Failed(); i++ {
-		it := publishItem{Seq: d.Uvarint()}
 		flags := d.Byte()
+		it := publishItem{Seq: d.Uvarint(), Direct: flags&itemDirect != 0, Acked: flags&itemAcked != 0}
 		it.Groups = d.Strings()
 		it.Msg = d.Bytes()
-		it.Direct = flags&1 != 0
-		if flags&^1 != 0 {
+		if flags&^(itemDirect|itemAcked) != 0 || it.Seq == 0 {
 			d.Fail()
 		}
 		if d.Failed() {

@@ -19,7 +19,7 @@ func allFrames() []byte {
 	b = appendInterest(b, interestFrame{Full: true, To: 3, Add: []string{"a/#", "$share/g/b"}})
 	b = appendInterest(b, interestFrame{From: 3, To: 5, Add: []string{"c"}, Remove: []string{"a/#"}})
 	b = appendPublishBatch(b, batchHeader{Inc: 1e18, Gen: 2, Base: 5},
-		[]*Publish{{Msg: []byte("m1"), QoS: 1, Direct: true, seq: 5}, {Msg: []byte("m2"), Groups: []string{"$share/g/b"}}})
+		[]*Publish{{Msg: []byte("m1"), QoS: 1, Direct: true, seq: 5}, {Msg: []byte("m2"), Groups: []string{"$share/g/b"}, seq: 3}})
 	b = appendRetainedBatch(b, [][]byte{[]byte("r1"), nil})
 	b = appendRequest(b, request{ID: 9, Method: 2, Body: []byte("body")})
 	b = appendRequest(b, request{Method: 3})
@@ -135,7 +135,11 @@ func decodeBody(typ byte, body []byte, check bool) error {
 		var items []*Publish
 		var h batchHeader
 		err := decodePublishBatch(body, func(hh batchHeader) error { h = hh; return nil }, func(it publishItem) error {
-			items = append(items, &Publish{Msg: it.Msg, Direct: it.Direct, Groups: it.Groups, seq: it.Seq})
+			p := &Publish{Msg: it.Msg, Direct: it.Direct, Groups: it.Groups, seq: it.Seq}
+			if it.Acked {
+				p.QoS = 1
+			}
+			items = append(items, p)
 			return nil
 		})
 		if err == nil && check && !bytes.Equal(again(appendPublishBatch(nil, h, items)), body) {

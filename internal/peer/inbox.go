@@ -18,6 +18,7 @@ package peer
 type inbox struct {
 	inc, gen uint64 // the epoch followed; zero before the first frame
 	next     uint64 // the next sequence number to deliver; 0: none yet
+	next0    uint64 // the lowest QoS 0 number still deliverable
 	seen     uint64 // the highest sequence number seen in this epoch
 	ackDue   bool   // something was delivered or skipped since the last acknowledgement
 }
@@ -85,6 +86,17 @@ func (in *inbox) accept(seq uint64) verdict {
 		return early
 	}
 	in.next++
+	return deliver
+}
+
+// acceptQoS0 decides about the QoS 0 message numbered seq of an admitted
+// frame: delivered unless a later one was (QoS 0 messages may be lost,
+// never reordered).
+func (in *inbox) acceptQoS0(seq uint64) verdict {
+	if seq < in.next0 {
+		return duplicate
+	}
+	in.next0 = seq + 1
 	return deliver
 }
 

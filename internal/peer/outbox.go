@@ -19,6 +19,7 @@ package peer
 type outbox struct {
 	inc, gen uint64 // the epoch
 	next     uint64 // the next sequence number (the first is 1)
+	next0    uint64 // the next QoS 0 number (the first is 1)
 	acked    uint64 // every sequence number up to acked is acknowledged
 	top      uint64 // the highest sequence number sent
 	pending  dataQueue
@@ -27,7 +28,7 @@ type outbox struct {
 	sentSize int // bytes of sent[sentHead:]
 }
 
-func newOutbox(inc, gen uint64) outbox { return outbox{inc: inc, gen: gen, next: 1} }
+func newOutbox(inc, gen uint64) outbox { return outbox{inc: inc, gen: gen, next: 1, next0: 1} }
 
 // live and bytes are what count against the bound.
 func (o *outbox) live() int  { return o.pending.live + len(o.sent) - o.sentHead }
@@ -43,11 +44,14 @@ func (o *outbox) full(maxItems, maxBytes, size int) bool {
 	return n > 0 && (n >= maxItems || o.bytes()+size > maxBytes)
 }
 
-// push queues p, numbering it if it is acknowledged (QoS 1/2).
+// push numbers p and queues it.
 func (o *outbox) push(p *Publish) {
-	if p.QoS > 0 {
+	if p.acked() {
 		p.seq = o.next
 		o.next++
+	} else {
+		p.seq = o.next0
+		o.next0++
 	}
 	o.pending.push(p)
 }
@@ -68,7 +72,7 @@ func (o *outbox) take(out []*Publish, maxBytes int) []*Publish {
 	start := len(out)
 	out = o.pending.pop(out, maxBytes)
 	for _, p := range out[start:] {
-		if p.seq != 0 {
+		if p.acked() {
 			o.sent = append(o.sent, p)
 			o.sentSize += p.size()
 			o.top = max(o.top, p.seq)
@@ -97,7 +101,7 @@ func (o *outbox) ack(inc, gen, seq uint64) int {
 	// was numbered, and what was never sent is numbered above seq).
 	for o.pending.live > 0 {
 		p := o.pending.front()
-		if p == nil || p.seq == 0 || p.seq > seq {
+		if p == nil || !p.acked() || p.seq > seq {
 			break
 		}
 		o.pending.popFront()

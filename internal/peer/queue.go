@@ -9,8 +9,15 @@ type Publish struct {
 	Direct bool
 	Groups []string
 
-	seq uint64 // the outbox's sequence number; 0 for QoS 0
+	// seq is the outbox's number for the message: in the acknowledged
+	// sequence for QoS 1/2, in the QoS 0 sequence (which only keeps QoS 0
+	// messages in order) for QoS 0.
+	seq uint64
 }
+
+// acked reports whether the message is acknowledged by the receiver: QoS
+// 1/2 ones are, QoS 0 ones are not.
+func (p *Publish) acked() bool { return p.QoS > 0 }
 
 // size is what an item counts against a queue's byte bound.
 func (p *Publish) size() int {

@@ -69,7 +69,7 @@ func TestOutboxAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, seed))
 	o := newOutbox(7, 1)
 	var waiting, sent []*Publish
-	var next, top uint64 = 1, 0
+	var next, next0, top uint64 = 1, 1, 0
 	for step := range 30000 {
 		switch op := r.IntN(20); {
 		case op < 8:
@@ -80,8 +80,11 @@ func TestOutboxAgainstModel(t *testing.T) {
 					t.Fatalf("step %d: numbered %d, want %d", step, p.seq, next)
 				}
 				next++
-			} else if p.seq != 0 {
-				t.Fatalf("step %d: QoS 0 message numbered %d", step, p.seq)
+			} else {
+				if p.seq != next0 {
+					t.Fatalf("step %d: QoS 0 message numbered %d, want %d", step, p.seq, next0)
+				}
+				next0++
 			}
 			waiting = append(waiting, p)
 		case op < 10:
@@ -105,7 +108,7 @@ func TestOutboxAgainstModel(t *testing.T) {
 				t.Fatalf("step %d: took %d messages, model %d", step, len(out), n)
 			}
 			for _, p := range waiting[:n] {
-				if p.seq != 0 {
+				if p.QoS > 0 {
 					sent = append(sent, p)
 					top = max(top, p.seq)
 				}
@@ -132,7 +135,7 @@ func TestOutboxAgainstModel(t *testing.T) {
 					sent = sent[1:]
 					want++
 				}
-				for len(waiting) > 0 && waiting[0].seq != 0 && waiting[0].seq <= seq {
+				for len(waiting) > 0 && waiting[0].QoS > 0 && waiting[0].seq <= seq {
 					waiting = waiting[1:]
 					want++
 				}
@@ -184,6 +187,14 @@ func TestInboxDedupOrderAndEpochs(t *testing.T) {
 	want(1, deliver)
 	want(2, deliver)
 	want(2, duplicate)
+	for _, q := range []struct {
+		seq uint64
+		v   verdict
+	}{{1, deliver}, {3, deliver}, {2, duplicate}, {3, duplicate}, {4, deliver}} {
+		if got := in.acceptQoS0(q.seq); got != q.v {
+			t.Fatalf("QoS 0 message %d: verdict %d, want %d", q.seq, got, q.v)
+		}
+	}
 	want(4, early) // 3 is missing: 4 is skipped, not held
 	want(3, deliver)
 	want(4, deliver)

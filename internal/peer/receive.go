@@ -69,8 +69,8 @@ type batchReader struct {
 }
 
 // receive decides and delivers one publish batch of origin's stream
-// (arrived directly or in transit): QoS 0 messages are delivered as they
-// come, numbered ones only in sequence, once (inbox). The acknowledgement
+// (arrived directly or in transit): QoS 1/2 messages only in sequence and
+// once, QoS 0 ones unless a later one was delivered (inbox). The acknowledgement
 // goes out on origin's path.
 func (rd *batchReader) receive(m *Manager, origin string, body []byte) error {
 	if origin == m.cfg.NodeID {
@@ -97,8 +97,12 @@ func (rd *batchReader) receive(m *Manager, origin string, body []byte) error {
 		switch {
 		case !ok:
 			dups++
-		case rd.items[i].Seq == 0:
-			take = true
+		case !rd.items[i].Acked:
+			if o.in.acceptQoS0(rd.items[i].Seq) == deliver {
+				take = true
+			} else {
+				dups++
+			}
 		default:
 			switch o.in.accept(rd.items[i].Seq) {
 			case deliver:
