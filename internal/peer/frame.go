@@ -30,15 +30,15 @@ const protocolVersion = 2
 // Frame types. A frame is a 4-byte big-endian length (of type and body),
 // the type byte, then the body.
 const (
-	frameHello     byte = 1 // dialer -> acceptor: version, from, to, incarnation
-	frameHelloAck  byte = 2 // acceptor -> dialer: version, from, incarnation
-	frameReject    byte = 3 // acceptor -> dialer: reason; the connection closes
-	frameInterest  byte = 4 // interest snapshot or delta
-	framePublish   byte = 5 // a batch of forwarded publishes: epoch, base, numbered items
-	frameRetained  byte = 6 // a batch of retained updates
-	frameRequest   byte = 7 // request id (0: no response wanted), method, body
-	frameResponse  byte = 8 // request id, status, body
-	framePing      byte = 9 // keeps an idle connection alive; no body
+	frameHello     byte = 1  // dialer -> acceptor: version, from, to, incarnation
+	frameHelloAck  byte = 2  // acceptor -> dialer: version, from, incarnation
+	frameReject    byte = 3  // acceptor -> dialer: reason; the connection closes
+	frameInterest  byte = 4  // interest snapshot or delta
+	framePublish   byte = 5  // a batch of forwarded publishes: epoch, base, numbered items
+	frameRetained  byte = 6  // a batch of retained updates
+	frameRequest   byte = 7  // request id (0: no response wanted), method, body
+	frameResponse  byte = 8  // request id, status, body
+	framePing      byte = 9  // keeps an idle connection alive; no body
 	frameAck       byte = 10 // cumulative acknowledgement of an origin's publishes
 	frameTransit   byte = 11 // a publish batch, ack or retained batch between two other nodes
 	frameReach     byte = 12 // the peers this node hears from and can send to

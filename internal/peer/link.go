@@ -51,25 +51,25 @@ type Link struct {
 
 	mu struct {
 		sync.Mutex
-		addr     string
-		closed   bool
-		out      outbox
-		via      *Link     // the link whose writer sends out: this one, a transit node's, or nil (no path)
-		viaConn  uint64    // via's connection when it was chosen: a new one means sending again
-		progress time.Time // when out was last acknowledged further, or rewound
-		space    chan struct{} // closed when the outbox frees room or loses its path
-		connN    uint64        // current connection's number, 0 while down
-		nconns   uint64
-		upCh     chan struct{} // closed while a connection is up
-		ctrl     [][]byte      // encoded frames for connection connN
-		ctrlBytes int
-		overflow  bool
-		transit   [][]byte // transit frames for connection connN
+		addr         string
+		closed       bool
+		out          outbox
+		via          *Link         // the link whose writer sends out: this one, a transit node's, or nil (no path)
+		viaConn      uint64        // via's connection when it was chosen: a new one means sending again
+		progress     time.Time     // when out was last acknowledged further, or rewound
+		space        chan struct{} // closed when the outbox frees room or loses its path
+		connN        uint64        // current connection's number, 0 while down
+		nconns       uint64
+		upCh         chan struct{} // closed while a connection is up
+		ctrl         [][]byte      // encoded frames for connection connN
+		ctrlBytes    int
+		overflow     bool
+		transit      [][]byte // transit frames for connection connN
 		transitBytes int
-		sync      [][]byte // retained messages still to send on connection connN
-		nextID    uint64
-		pending   map[uint64]chan response
-		reach     *reachSets // what the peer announced on connection connN; nil: nothing yet
+		sync         [][]byte // retained messages still to send on connection connN
+		nextID       uint64
+		pending      map[uint64]chan response
+		reach        *reachSets // what the peer announced on connection connN; nil: nothing yet
 	}
 }
 

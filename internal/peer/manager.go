@@ -54,7 +54,7 @@ type Manager struct {
 	list  atomic.Pointer[[]*Link]          // the same links sorted by id, for writers and reroute
 	gens  atomic.Uint64                    // outbox generations: each new outbox starts a new epoch
 
-	origins *origins // inboxes of the nodes that send here
+	origins *origins   // inboxes of the nodes that send here
 	routeMu sync.Mutex // serialises reroute
 	reach   struct {
 		sync.Mutex
