@@ -294,3 +294,65 @@ func checkOne(t *testing.T, sub string, p *publisher, nums []int) {
 			sub, p.id, p.qos, lost, len(p.acked), first, dups, reordered)
 	}
 }
+
+// TestPartialPartitionDeliversThroughTransit: n1 and n3 cannot reach each
+// other (their link is reset and stays down) while n2 reaches both. While
+// the partition lasts, n1's publishes reach n3 through n2 as they would
+// over a direct link: the direct subscriber gets every message in order,
+// the shared group whose only member is on n3 gets each once, and a
+// retained message published on n1 is held on n3 for a new subscriber.
+func TestPartialPartitionDeliversThroughTransit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 3, nil, func(o *Options) { o.BreakAfter = 2 * time.Second })
+		n1, n3 := c.Node(0), c.Node(2)
+		sub := n3.Connect("t-3", ConnectOptions{SessionExpiry: 600})
+		sub.Subscribe(1, "x/#")
+		member := n3.Connect("w-3", ConnectOptions{})
+		member.Subscribe(1, "$share/w/x/#")
+		waitInterest(c, n3, "x/#")
+		waitInterest(c, n3, "$share/w/x/#")
+
+		c.Partition(0, 2)
+		c.Eventually("n1's direct link to n3 down", func() bool {
+			l := n1.Cluster.Peers().Link(n3.ID)
+			return l != nil && !l.Up()
+		})
+		pub := n1.Connect("pub", ConnectOptions{})
+		var want []string
+		for i := range 50 {
+			p := fmt.Sprintf("m%02d", i)
+			pub.Publish("x/a", 1, false, p)
+			want = append(want, p)
+		}
+		pub.Publish("x/r", 1, true, "kept")
+		want = append(want, "kept")
+		for _, cl := range []*Client{sub, member} {
+			var got []string
+			for _, m := range cl.Collect(len(want)) {
+				got = append(got, m.Payload)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s got %v, want %v", cl.ID, got, want)
+			}
+		}
+		c.Eventually("the retained message held on n3", func() bool { return retainedOn(n3)["x/r"] == "kept" })
+		late := n3.Connect("late-3", ConnectOptions{})
+		late.Subscribe(1, "x/r")
+		if m := late.Next(); m.Payload != "kept" || !m.Retain {
+			t.Errorf("new subscriber on n3 got %v, want the retained message", m)
+		}
+		if l := n1.Cluster.Peers().Link(n3.ID); l.Up() {
+			t.Error("n1's direct link to n3 came back during the test: it no longer shows delivery through transit")
+		}
+		if via := n1.Cluster.Peers().Transit(n3.ID); via != "n2" {
+			t.Errorf("n1 reaches n3 through %q, want n2", via)
+		}
+		c.Heal(0, 2)
+		time.Sleep(time.Second) // lint:sleep-ok fake time: lets duplicates arrive
+		for _, cl := range []*Client{sub, member, late} {
+			if extra := cl.Pending(); len(extra) != 0 {
+				t.Errorf("%s got %d more messages: %v", cl.ID, len(extra), extra)
+			}
+		}
+	})
+}

@@ -212,8 +212,9 @@ func (m *Manager) AddInterest(filter string, n int) {
 	}
 }
 
-// SendRetained sends one retained update (a message.Append encoding) on
-// every connected link; see Link.SendRetained.
+// SendRetained sends one retained update (a message.Append encoding) to
+// every peer that can be reached, directly or through a transit node; see
+// Link.SendRetained.
 func (m *Manager) SendRetained(msg []byte) {
 	for _, l := range *m.links.Load() {
 		l.SendRetained(msg)
