@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // maxHandshakes bounds the inbound connections being classified at once;
@@ -259,7 +261,7 @@ func (e *Engine) route(c net.Conn) {
 		refuse(refuseKind, statusNone, err)
 		return
 	}
-	c, err := secure(ctx, c, e.cfg.TLS, true)
+	c, err := netx.Secure(ctx, c, e.cfg.TLS, true)
 	if err != nil {
 		e.metrics.refused[refuseTLS].Inc()
 		e.log.Warn("replication: refused a connection", "remote", remote, "err", err)
@@ -284,7 +286,7 @@ func (e *Engine) route(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	if !g.streams().offer(e.ctx, c) {
+	if !g.streams().Offer(e.ctx, c) {
 		_ = c.Close()
 	}
 }

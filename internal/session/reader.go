@@ -19,6 +19,10 @@ import (
 // the writer catches up (a client that sends requests but does not read).
 const respBound = 4096
 
+// finalWait is how long a connection being closed gives its final
+// DISCONNECT to reach the client before the socket is closed anyway.
+const finalWait = 2 * time.Second
+
 // errClosing ends the read loop after the connection was told to close.
 var errClosing = errors.New("session: connection closing")
 
@@ -137,16 +141,17 @@ func (c *Conn) sendFinal(code packet.ReasonCode, reason string) {
 	c.waitFlushed()
 }
 
-// waitFlushed waits, at most two seconds, until the writer has sent the
+// waitFlushed waits, at most finalWait, until the writer has sent the
 // final packet the connection was given, if any.
 func (c *Conn) waitFlushed() {
+	c.rb.flush()
 	c.s.mu.Lock()
 	flushed := c.w.flushed
 	c.s.mu.Unlock()
 	if flushed == nil {
 		return
 	}
-	t := c.env.Clock.NewTimer(2 * time.Second)
+	t := c.env.Clock.NewTimer(finalWait)
 	defer t.Stop()
 	select {
 	case <-flushed:
@@ -165,12 +170,12 @@ func (c *Conn) setFinalLocked(code packet.ReasonCode, reason string) {
 		}
 		c.w.final = d
 	}
-	c.kickWriterLocked()
+	c.kickWriterLocked(nil)
 }
 
 // Disconnect asks the connection to end: MQTT 5 clients get DISCONNECT with
 // code. It returns at once; Done is closed when the connection has ended.
-// A client that does not take the DISCONNECT within two seconds is cut off.
+// A client that does not take the DISCONNECT within finalWait is cut off.
 func (c *Conn) Disconnect(code packet.ReasonCode, reason string) {
 	s := c.s
 	if s == nil {
@@ -189,7 +194,7 @@ func (c *Conn) Disconnect(code packet.ReasonCode, reason string) {
 		return
 	}
 	s.mu.Unlock()
-	c.env.Clock.AfterFunc(2*time.Second, c.closeSocket)
+	c.env.Clock.AfterFunc(finalWait, c.closeSocket)
 }
 
 func (c *Conn) isClosing() bool {
@@ -210,6 +215,7 @@ func (c *Conn) end(publishWill bool) {
 		already := c.w.gone
 		c.w.gone = true
 		c.wakeReaderLocked()
+		c.wakeWriterLocked() // a lingering writer exits
 		s.mu.Unlock()
 		if already {
 			return
@@ -259,6 +265,7 @@ func (c *Conn) waitForRoom() error {
 		}
 		ch := c.w.space
 		s.mu.Unlock()
+		c.rb.flush() // the room comes from writing, which may be this batch's
 		<-ch
 	}
 }
@@ -268,7 +275,7 @@ func (c *Conn) waitForRoom() error {
 func (c *Conn) respond(p packet.Packet, dec bool) {
 	c.s.mu.Lock()
 	c.w.resp = append(c.w.resp, &respSlot{p: p, ready: true, dec: dec})
-	c.kickWriterLocked()
+	c.kickWriterLocked(nil)
 	c.s.mu.Unlock()
 }
 
@@ -287,7 +294,7 @@ func (c *Conn) complete(sl *respSlot) {
 	sl.pending--
 	if sl.pending <= 0 {
 		sl.ready = true
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 	c.s.mu.Unlock()
 }
@@ -394,7 +401,7 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 		sl.qos2 = true
 		sl.ack = ackFields{Kind: packet.PUBREC, PacketID: p.PacketID}
 		if b != nil {
-			if err := c.env.Store.Commit(context.Background(), b, func(err error) {
+			if err := c.env.Store.Commit(c.context(), b, func(err error) {
 				if err != nil {
 					c.completeAck(sl, packet.ImplementationSpecificError)
 					return
@@ -441,7 +448,7 @@ func (c *Conn) completeAck(sl *respSlot, code packet.ReasonCode) {
 		if sl.qos2 && sl.ack.ReasonCode.IsError() {
 			delete(c.s.mu.inbound, sl.ack.PacketID)
 		}
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 	failed := ready && sl.ack.ReasonCode.IsError() && c.version != packet.V5
 	c.s.mu.Unlock()
@@ -550,7 +557,7 @@ func (c *Conn) completeOutbound(p *packet.Ack) error {
 		c.sampleRTT(time.Duration(c.env.Clock.Now().UnixNano() - done.sentAt))
 	}
 	if s.mu.queue.Len() > 0 || s.mu.spilled > 0 {
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 	s.mu.Unlock()
 	if done.seq != 0 && c.env.Store != nil {
@@ -563,7 +570,13 @@ func (c *Conn) completeOutbound(p *packet.Ack) error {
 	return nil
 }
 
-// commitBehind commits a write whose durability nobody waits for.
+// commitBehind commits a write whose durability nobody waits for: delivery
+// state and deletions, which must reach the store even when the connection
+// has ended (a lost deletion of an inbound QoS 2 id would, after a restart,
+// make the client's next message with that id look like a duplicate). So
+// it deliberately takes no context that ends with the connection or the
+// node: a Commit blocked on a full queue is released by the store's Close,
+// which queues it first.
 func (c *Conn) commitBehind(b *store.Batch) {
 	if err := c.env.Store.Commit(context.Background(), b, func(err error) {
 		if err != nil {
