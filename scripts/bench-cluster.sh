@@ -5,18 +5,27 @@
 # message crosses one node-to-node link), alternating the two setups between
 # repetitions, and prints medians with the ratios two-node/one-node.
 #
-# Usage: scripts/bench-cluster.sh [-r REPS] [-d DURATION] [-o OUTDIR]
+# With -c BASE (another sextant binary, for example one built from main),
+# it compares two builds across the link instead: both setups are two-node
+# clusters, "two-nodes" with this tree's binary and "base" with BASE,
+# alternated the same way, and the ratios are this tree's over BASE's.
+#
+# Usage: scripts/bench-cluster.sh [-r REPS] [-d DURATION] [-o OUTDIR] [-c BASE] [-s SCENARIO,...]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REPS=3
 DUR=5s
 OUT=
-while getopts "r:d:o:" opt; do
+BASE=
+ONLY=
+while getopts "r:d:o:c:s:" opt; do
 	case $opt in
 	r) REPS=$OPTARG ;;
 	d) DUR=$OPTARG ;;
 	o) OUT=$OPTARG ;;
-	*) echo "usage: $0 [-r REPS] [-d DURATION] [-o OUTDIR]" >&2; exit 2 ;;
+	c) BASE=$OPTARG ;;
+	s) ONLY=$OPTARG ;;
+	*) echo "usage: $0 [-r REPS] [-d DURATION] [-o OUTDIR] [-c BASE] [-s SCENARIO,...]" >&2; exit 2 ;;
 	esac
 done
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/sextant-bench-cluster.XXXXXX")}
@@ -34,12 +43,21 @@ SUITE=(
 	"rate10k-q1|rate -q 1 --rate 10000 --duration $DUR"
 )
 
+if [ -n "$ONLY" ]; then
+	keep=()
+	for entry in "${SUITE[@]}"; do
+		case ",$ONLY," in *",${entry%%|*},"*) keep+=("$entry") ;; esac
+	done
+	SUITE=("${keep[@]}")
+fi
+
 PIDS=()
+BIN=$SX
 start_node() { # id ip [join]
 	local id=$1 ip=$2 join=${3:-}
 	rm -rf "$OUT/data/$id"
 	mkdir -p "$OUT/data/$id"
-	"$SX" serve --node-id "$id" --data-dir "$OUT/data/$id" --log-level warn \
+	"$BIN" serve --node-id "$id" --data-dir "$OUT/data/$id" --log-level warn \
 		--cluster-addr "$ip:$CLUSTER" ${join:+--join "$join"} \
 		--mqtt-addr "$ip:$MQTT" --ws-addr "" --admin-addr "$ip:$((MQTT + 1))" \
 		>>"$OUT/logs/$id.log" 2>&1 &
@@ -62,21 +80,26 @@ wait_members() { # ip n
 {
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 	echo "sextant: $("$SX" version) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+	if [ -n "$BASE" ]; then echo "base: $("$BASE" version) ($BASE)"; fi
 	echo "reps: $REPS, duration: $DUR, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/env.txt"
 cat "$OUT/env.txt" >&2
 
+other=one-node
+if [ -n "$BASE" ]; then other=base; fi
 for rep in $(seq 1 "$REPS"); do
-	setups=(one-node two-nodes)
-	if [ $((rep % 2)) = 0 ]; then setups=(two-nodes one-node); fi
+	setups=("$other" two-nodes)
+	if [ $((rep % 2)) = 0 ]; then setups=(two-nodes "$other"); fi
 	for setup in "${setups[@]}"; do
 		log "rep $rep: $setup (load $(cut -d' ' -f1-3 /proc/loadavg))"
+		BIN=$SX
+		if [ "$setup" = base ]; then BIN=$BASE; fi
 		for entry in "${SUITE[@]}"; do
 			name=${entry%%|*}
 			args=${entry#*|}
 			start_node c1 127.0.0.1
 			sub=()
-			if [ "$setup" = two-nodes ]; then
+			if [ "$setup" != one-node ]; then
 				start_node c2 127.0.0.2 "127.0.0.1:$CLUSTER"
 				wait_members 127.0.0.1 2
 				sub=(--sub-url "mqtt://127.0.0.2:$MQTT")
@@ -97,6 +120,6 @@ for rep in $(seq 1 "$REPS"); do
 	done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"
-(cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" two-nodes one-node) >"$OUT/table.md"
+(cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" two-nodes "$other") >"$OUT/table.md"
 cat "$OUT/env.txt" "$OUT/table.md"
 log "results in $OUT"
