@@ -18,10 +18,11 @@ import (
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("peer: invalid config")
 
-// Handler receives what peers send. Link calls come from the link's reader
-// goroutine, one at a time per link and in the order the peer sent them;
-// a call that blocks holds up that link (and, through TCP flow control, the
-// peer's queue for it). Serve runs in its own goroutine.
+// Handler receives what peers send. Link calls come from links' reader
+// goroutines, one at a time per link and per origin, and in the order the
+// origin sent them; a call that blocks holds up that link (and, through
+// TCP flow control, the peer's outbox for it). Serve runs in its own
+// goroutine.
 type Handler interface {
 	// LinkUp is called when a connection to l's node is established, before
 	// anything is read from it. The handler may call l.SyncRetained.
@@ -32,10 +33,12 @@ type Handler interface {
 	// set and replaces what it announced before; otherwise add and remove
 	// are changes.
 	Interest(node string, full bool, add, remove []string)
-	// Publish delivers one forwarded message. msg is a message.Append
-	// encoding valid only during the call.
+	// Publish delivers one forwarded message from node, its origin (which
+	// may have sent it through a transit node). msg is a message.Append
+	// encoding valid only during the call. Once it returns, the message
+	// counts as delivered: it is acknowledged to its origin.
 	Publish(node string, msg []byte, direct bool, groups []string)
-	// Retained applies one retained update (msg as in Publish).
+	// Retained applies one retained update from node (msg as in Publish).
 	Retained(node string, msg []byte)
 	// Serve answers a request (Link.Call) or a notification (Link.Notify,
 	// whose answer is discarded). body is the caller's and may be kept. ctx
@@ -81,6 +84,12 @@ type Options struct {
 	// again (default 2 s). On the direct link they are sent again on every
 	// new connection instead.
 	ResendAfter time.Duration
+	// AckDelay: a receiver holds an acknowledgement up to this long for
+	// more messages to go with it, or for a frame going to the origin anyway
+	// to carry it (default 5 ms); it sends one at once when a quarter of
+	// QueueMessages are unacknowledged. Acknowledgements only release the
+	// sender's outbox: the delay costs memory, not latency.
+	AckDelay time.Duration
 	// TransitBytes bounds the frames waiting on a connection that pass
 	// through this node between two others, and this node's retained
 	// updates sent through a transit node; beyond it they are dropped and
@@ -123,6 +132,7 @@ func (o Options) withDefaults() Options {
 	dur(&o.PingInterval, time.Second)
 	dur(&o.StallTimeout, 3*time.Second)
 	dur(&o.ResendAfter, 2*time.Second)
+	dur(&o.AckDelay, 5*time.Millisecond)
 	dur(&o.ReadTimeout, 10*time.Second)
 	dur(&o.WriteTimeout, 10*time.Second)
 	dur(&o.HandshakeTimeout, 5*time.Second)
@@ -133,6 +143,10 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// ackEvery is how many unacknowledged messages make a receiver
+// acknowledge at once.
+func (o *Options) ackEvery() int { return max(o.QueueMessages/4, 1) }
 
 // Config configures a Manager.
 type Config struct {

@@ -1,5 +1,7 @@
 package peer
 
+import "time"
+
 // inbox is the receiving half of one origin node's acknowledged stream to
 // this node: which epoch of the origin's outbox it follows, and the next
 // sequence number it will deliver. Deduplication is by (origin, epoch,
@@ -20,7 +22,8 @@ type inbox struct {
 	next     uint64 // the next sequence number to deliver; 0: none yet
 	next0    uint64 // the lowest QoS 0 number still deliverable
 	seen     uint64 // the highest sequence number seen in this epoch
-	ackDue   bool   // something was delivered or skipped since the last acknowledgement
+	unacked  int       // numbered messages decided since the last acknowledgement
+	due      time.Time // when the first of them was decided (zero: none)
 }
 
 // verdict is what to do with one numbered message.
@@ -50,7 +53,7 @@ func (in *inbox) admit(inc, gen, base uint64) (ok bool, lost uint64) {
 	}
 	if base > in.next {
 		in.next = base
-		in.ackDue = true
+		in.unacked++
 	}
 	return true, lost
 }
@@ -77,7 +80,7 @@ func (in *inbox) restarted() uint64 {
 
 // accept decides about the message numbered seq of an admitted frame.
 func (in *inbox) accept(seq uint64) verdict {
-	in.ackDue = true
+	in.unacked++
 	in.seen = max(in.seen, seq)
 	switch {
 	case seq < in.next:
@@ -100,11 +103,28 @@ func (in *inbox) acceptQoS0(seq uint64) verdict {
 	return deliver
 }
 
-// ack returns the cumulative acknowledgement due, if any, and clears it.
-func (in *inbox) ack() (a ackFrame, ok bool) {
-	if !in.ackDue || in.next <= 1 {
-		return a, false
+// noteDue records when acknowledgements became due (now, if they just did)
+// and reports whether they just did.
+func (in *inbox) noteDue(now time.Time) bool {
+	if in.unacked == 0 || !in.due.IsZero() {
+		return false
 	}
-	in.ackDue = false
-	return ackFrame{Inc: in.inc, Gen: in.gen, Seq: in.next - 1}, true
+	in.due = now
+	return true
+}
+
+// ack returns the cumulative acknowledgement due, if any, and clears it.
+// An acknowledgement waits (delayed acknowledgement: fewer frames, and a
+// ride on a frame going to the origin anyway) unless send is set, every
+// messages wait, or it has been due for delay; when it waits, wake is when
+// it stops waiting.
+func (in *inbox) ack(now time.Time, send bool, every int, delay time.Duration) (a ackFrame, ok bool, wake time.Time) {
+	if in.unacked == 0 || in.next <= 1 {
+		return a, false, time.Time{}
+	}
+	if !send && in.unacked < every && now.Sub(in.due) < delay {
+		return a, false, in.due.Add(delay)
+	}
+	in.unacked, in.due = 0, time.Time{}
+	return ackFrame{Inc: in.inc, Gen: in.gen, Seq: in.next - 1}, true, time.Time{}
 }

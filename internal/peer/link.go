@@ -472,10 +472,3 @@ func (l *Link) serve(a accepted) *accepted {
 	m.cfg.Handler.LinkDown(l.id)
 	return next
 }
-
-// connected returns the current connection's number, 0 while down.
-func (l *Link) connected() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.connN
-}

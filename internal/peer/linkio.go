@@ -1,6 +1,9 @@
 package peer
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Buffer sizes of a connection: the reader's buffered reader, the largest
 // frame buffer the reader keeps between frames, and how many batches' worth
@@ -32,13 +35,16 @@ func (l *Link) writeLoop(c *conn) (*accepted, error) {
 	)
 	ping := clk.NewTimer(opts.PingInterval)
 	defer ping.Stop()
+	ackTimer := clk.NewTimer(opts.AckDelay) // armed while an acknowledgement waits
+	ackTimer.Stop()
+	defer ackTimer.Stop()
 	for {
 		buf = buf[:0]
 		if f, ok := l.mgr.interest.since(sent, first); ok {
 			buf = appendInterest(buf, f)
 			sent = f.To
 		}
-		if v, f := l.mgr.reachSince(reachSent, first); v != reachSent || first {
+		if v, f := l.mgr.currentReach(); v != reachSent || first {
 			buf = appendReach(buf, f)
 			reachSent = v
 		}
@@ -76,12 +82,22 @@ func (l *Link) writeLoop(c *conn) (*accepted, error) {
 		}
 		more := len(l.mu.ctrl) > 0 || len(l.mu.sync) > 0
 		l.mu.Unlock()
-		var carried bool
-		buf, carried = col.collect(l, buf, max(opts.BatchBytes-len(buf), 1))
+		var (
+			carried bool
+			ackWake time.Time
+		)
+		buf, carried, ackWake = col.collect(l, buf, max(opts.BatchBytes-len(buf), 1))
 		more = more || carried
 		if len(buf) == 0 {
+			var ackC <-chan time.Time
+			if !ackWake.IsZero() {
+				ackTimer.Reset(ackWake.Sub(clk.Now()))
+				ackC = ackTimer.C()
+			}
 			select {
 			case <-l.wake:
+				continue
+			case <-ackC:
 				continue
 			case <-ping.C():
 				ping.Reset(opts.PingInterval)
@@ -128,8 +144,9 @@ func (l *Link) writeLoop(c *conn) (*accepted, error) {
 // collector gathers, for one round of a link's writer, the outboxes routed
 // through that link and the acknowledgements due on those routes.
 type collector struct {
-	items []*Publish
-	sent  []sentCount // per outbox, counted once the write succeeds
+	items  []*Publish
+	sent   []sentCount // per outbox, counted once the write succeeds
+	routed []*Link     // the links whose path is this one, this round
 }
 
 type sentCount struct {
@@ -139,18 +156,21 @@ type sentCount struct {
 
 // collect appends to buf, within about budget bytes, the messages waiting
 // in every outbox whose path is x (x's own as publish batches, the others'
-// as transit frames), and the acknowledgements due to the peers reached
-// through x. It reports whether messages were left waiting.
-func (col *collector) collect(x *Link, buf []byte, budget int) ([]byte, bool) {
+// as transit frames), then the acknowledgements due to the peers reached
+// through x: all of them if the round writes anything, else those that
+// may not wait longer. It reports whether messages were left waiting, and
+// when the next waiting acknowledgement must go (zero: none waits).
+func (col *collector) collect(x *Link, buf []byte, budget int) (out []byte, more bool, ackWake time.Time) {
 	m := x.mgr
-	more := false
 	col.sent = col.sent[:0]
+	col.routed = col.routed[:0]
 	for _, l := range m.linkList() {
 		l.mu.Lock()
 		if l.mu.via != x {
 			l.mu.Unlock()
 			continue
 		}
+		col.routed = append(col.routed, l)
 		var h batchHeader
 		n := 0
 		if budget > 0 && l.mu.out.pending.live > 0 {
@@ -165,33 +185,41 @@ func (col *collector) collect(x *Link, buf []byte, budget int) ([]byte, bool) {
 		more = more || l.mu.out.pending.live > 0
 		live, qbytes, unacked := l.mu.out.live(), l.mu.out.bytes(), l.mu.out.unacked()
 		l.mu.Unlock()
-		if n > 0 {
-			l.lm.queueMessages.Set(float64(live))
-			l.lm.queueBytes.Set(float64(qbytes))
-			l.lm.unacked.Set(float64(unacked))
-			start := len(buf)
-			if l == x {
-				buf = appendPublishBatch(buf, h, col.items)
-			} else {
-				var at int
-				buf, at = beginTransit(buf, transitHeader{From: m.cfg.NodeID, To: l.id, Type: framePublish})
-				buf = endFrame(appendPublishBody(buf, h, col.items), at)
-			}
-			budget -= len(buf) - start
-			col.sent = append(col.sent, sentCount{l.lm, n})
-			clear(col.items)
+		if n == 0 {
+			continue
 		}
-		if a, ok := m.origins.ackFor(l.id); ok {
-			if l == x {
-				buf = appendAck(buf, a)
-			} else {
-				var at int
-				buf, at = beginTransit(buf, transitHeader{From: m.cfg.NodeID, To: l.id, Type: frameAck})
-				buf = endFrame(appendAckBody(buf, a), at)
-			}
+		l.lm.queueMessages.Set(float64(live))
+		l.lm.queueBytes.Set(float64(qbytes))
+		l.lm.unacked.Set(float64(unacked))
+		start := len(buf)
+		if l == x {
+			buf = appendPublishBatch(buf, h, col.items)
+		} else {
+			var at int
+			buf, at = beginTransit(buf, transitHeader{From: m.cfg.NodeID, To: l.id, Type: framePublish})
+			buf = endFrame(appendPublishBody(buf, h, col.items), at)
+		}
+		budget -= len(buf) - start
+		col.sent = append(col.sent, sentCount{l.lm, n})
+		clear(col.items)
+	}
+	now := m.clock.Now()
+	send := len(buf) > 0
+	for _, l := range col.routed {
+		a, ok, wake := m.origins.ackFor(l.id, now, send, &m.opts)
+		switch {
+		case ok && l == x:
+			buf = appendAck(buf, a)
+		case ok:
+			var at int
+			buf, at = beginTransit(buf, transitHeader{From: m.cfg.NodeID, To: l.id, Type: frameAck})
+			buf = endFrame(appendAckBody(buf, a), at)
+		case !wake.IsZero() && (ackWake.IsZero() || wake.Before(ackWake)):
+			ackWake = wake
 		}
 	}
-	return buf, more
+	clear(col.routed)
+	return buf, more, ackWake
 }
 
 // written counts what the round sent, once its write succeeded.

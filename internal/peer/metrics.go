@@ -186,8 +186,6 @@ func (m *metrics) forPeer(id string) *linkMetrics {
 	return lm
 }
 
-// forOrigin is forPeer for a node that sent messages here.
-func (m *metrics) forOrigin(id string) *linkMetrics { return m.forPeer(id) }
 
 // forget deletes a removed peer's gauges; its counters stay (so drops
 // counted when it was removed remain visible) until the process restarts.

@@ -114,7 +114,7 @@ func (m *Manager) reroute() {
 		case via != nil:
 			path = pathTransit
 		}
-		resent := 0
+		resent, changed := 0, false
 		l.mu.Lock()
 		if l.mu.closed {
 			l.mu.Unlock()
@@ -122,6 +122,7 @@ func (m *Manager) reroute() {
 		}
 		switch {
 		case via != l.mu.via || conn != l.mu.viaConn:
+			changed = true
 			// A new path, or a new connection on it: whatever was sent on
 			// the old one may be lost.
 			l.mu.via, l.mu.viaConn = via, conn
@@ -144,7 +145,7 @@ func (m *Manager) reroute() {
 			l.lm.resent.Add(float64(resent))
 			l.lm.unacked.Set(float64(unacked))
 		}
-		if via != nil && resent > 0 {
+		if via != nil && (changed || resent > 0) {
 			via.poke()
 		}
 	}
@@ -205,8 +206,8 @@ func (m *Manager) setReach(r reachFrame) {
 	}
 }
 
-// reachSince returns the current reach announcement and its version.
-func (m *Manager) reachSince(uint64, bool) (uint64, reachFrame) {
+// currentReach returns this node's reach announcement and its version.
+func (m *Manager) currentReach() (uint64, reachFrame) {
 	m.reach.Lock()
 	defer m.reach.Unlock()
 	return m.reach.version, m.reach.frame

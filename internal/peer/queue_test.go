@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestDataQueueAgainstModel runs random pushes, evictions and pops against
@@ -198,10 +199,24 @@ func TestInboxDedupOrderAndEpochs(t *testing.T) {
 	want(4, early) // 3 is missing: 4 is skipped, not held
 	want(3, deliver)
 	want(4, deliver)
-	if a, ok := in.ack(); !ok || a != (ackFrame{Inc: 10, Gen: 1, Seq: 4}) {
-		t.Fatalf("ack %+v %v", a, ok)
+	// Delayed acknowledgement: it waits for more, up to the delay, unless
+	// enough are due or a frame goes to the origin anyway.
+	t0 := time.Unix(100, 0)
+	if !in.noteDue(t0) || in.noteDue(t0.Add(time.Millisecond)) {
+		t.Fatal("noteDue: not due from the first decided message")
 	}
-	if _, ok := in.ack(); ok {
+	if _, ok, wake := in.ack(t0.Add(time.Millisecond), false, 100, 5*time.Millisecond); ok || !wake.Equal(t0.Add(5*time.Millisecond)) {
+		t.Fatalf("ack before the delay: sent %v, wake %v", ok, wake)
+	}
+	if _, ok, _ := in.ack(t0.Add(time.Millisecond), false, 6, 5*time.Millisecond); !ok {
+		t.Fatal("ack with `every` messages due waited")
+	}
+	want(3, duplicate) // a duplicate is acknowledged too (its sender may hold it)
+	in.noteDue(t0)
+	if a, ok, _ := in.ack(t0.Add(5*time.Millisecond), false, 100, 5*time.Millisecond); !ok || a != (ackFrame{Inc: 10, Gen: 1, Seq: 4}) {
+		t.Fatalf("ack after the delay: %+v %v", a, ok)
+	}
+	if _, ok, wake := in.ack(t0.Add(time.Hour), true, 1, 0); ok || !wake.IsZero() {
 		t.Fatal("second ack with nothing new")
 	}
 	// The origin's base ahead of next (this node's earlier incarnation

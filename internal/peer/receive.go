@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // origins holds the inbox of every node that sent this node forwarded
@@ -51,14 +52,15 @@ func (os *origins) observe(id string, inc uint64) uint64 {
 	return o.in.observe(inc)
 }
 
-// ackFor returns the acknowledgement due to id, if any, and clears it.
-func (os *origins) ackFor(id string) (ackFrame, bool) {
+// ackFor returns the acknowledgement due to id, if any and if it need not
+// wait any longer (see inbox.ack), and clears it; else when it will.
+func (os *origins) ackFor(id string, now time.Time, send bool, opts *Options) (ackFrame, bool, time.Time) {
 	os.mu.Lock()
 	defer os.mu.Unlock()
 	if o := os.mu.m[id]; o != nil {
-		return o.in.ack()
+		return o.in.ack(now, send, opts.ackEvery(), opts.AckDelay)
 	}
-	return ackFrame{}, false
+	return ackFrame{}, false, time.Time{}
 }
 
 // batchReader decodes and delivers publish batches for one connection's
@@ -115,8 +117,10 @@ func (rd *batchReader) receive(m *Manager, origin string, body []byte) error {
 		}
 		rd.take = append(rd.take, take)
 	}
+	first := o.in.noteDue(m.clock.Now())
+	urgent := o.in.unacked >= m.opts.ackEvery()
 	m.origins.mu.Unlock()
-	om := m.metrics.forOrigin(origin)
+	om := m.metrics.forPeer(origin)
 	if lost > 0 {
 		m.countLost(origin, lost)
 	}
@@ -137,7 +141,9 @@ func (rd *batchReader) receive(m *Manager, origin string, body []byte) error {
 	}
 	clear(rd.items)
 	om.recvMessages.Add(float64(n))
-	m.pokePath(origin) // the acknowledgement
+	if first || urgent {
+		m.pokePath(origin) // the acknowledgement: its writer sends it, or arms its timer
+	}
 	return nil
 }
 
@@ -170,7 +176,7 @@ func (m *Manager) receiveRetained(origin string, body []byte) error {
 		n++
 		return nil
 	})
-	m.metrics.forOrigin(origin).recvMessages.Add(float64(n))
+	m.metrics.forPeer(origin).recvMessages.Add(float64(n))
 	return err
 }
 
@@ -205,12 +211,12 @@ func (m *Manager) receiveTransit(l *Link, body []byte, rd *batchReader) error {
 			return m.receiveRetained(th.From, inner)
 		}
 	case th.From != l.id:
-		m.metrics.forOrigin(th.To).transitDropped[TransitLoop].Inc()
+		m.metrics.forPeer(th.To).transitDropped[TransitLoop].Inc()
 		return nil
 	}
 	dst := m.Link(th.To)
 	if dst == nil {
-		m.metrics.forOrigin(th.To).transitDropped[TransitNoLink].Inc()
+		m.metrics.forPeer(th.To).transitDropped[TransitNoLink].Inc()
 		return nil
 	}
 	f, at := beginFrame(make([]byte, 0, frameHeaderLen+len(body)), frameTransit)
