@@ -18,10 +18,10 @@ import "time"
 //
 // It is not safe for concurrent use: Manager.inboxes guards it.
 type inbox struct {
-	inc, gen uint64 // the epoch followed; zero before the first frame
-	next     uint64 // the next sequence number to deliver; 0: none yet
-	next0    uint64 // the lowest QoS 0 number still deliverable
-	seen     uint64 // the highest sequence number seen in this epoch
+	inc, gen uint64    // the epoch followed; zero before the first frame
+	next     uint64    // the next sequence number to deliver; 0: none yet
+	next0    uint64    // the lowest QoS 0 number still deliverable
+	seen     uint64    // the highest sequence number seen in this epoch
 	unacked  int       // numbered messages decided since the last acknowledgement
 	due      time.Time // when the first of them was decided (zero: none)
 }

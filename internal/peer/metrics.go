@@ -186,7 +186,6 @@ func (m *metrics) forPeer(id string) *linkMetrics {
 	return lm
 }
 
-
 // forget deletes a removed peer's gauges; its counters stay (so drops
 // counted when it was removed remain visible) until the process restarts.
 // A peer added again resolves its series anew.
