@@ -69,6 +69,13 @@ stop_nodes() {
 	PIDS=()
 }
 trap stop_nodes EXIT
+node_ticks() { # user+system clock ticks of the running nodes
+	local sum=0 p f
+	for p in "${PIDS[@]}"; do
+		if f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null); then sum=$((sum + ${f% *} + ${f#* })); fi
+	done
+	echo "$sum"
+}
 wait_members() { # ip n
 	for _ in $(seq 1 300); do
 		if "$SX" nodes --admin "$1:$((MQTT + 1))" --json 2>/dev/null | grep -c '"state": "alive"' | grep -qx "$2"; then return 0; fi
@@ -107,10 +114,14 @@ for rep in $(seq 1 "$REPS"); do
 				wait_members 127.0.0.1 1
 			fi
 			f="$OUT/raw/${setup}__${name}__${rep}.json"
+			before=$(node_ticks)
 			# shellcheck disable=SC2086 # args is a word list on purpose
 			if "$SX" bench $args -h 127.0.0.1 -p "$MQTT" "${sub[@]}" -V 5 --size 64 --json --quiet \
 				>"$f" 2>"$OUT/logs/${setup}__${name}__${rep}.err"; then
 				log "  $name: done"
+				# Both brokers' CPU (user+system, clock ticks) per delivered message.
+				got=$(grep -o '"received": [0-9]*' "$f" | head -1 | grep -o '[0-9]*$')
+				echo "$setup $name $(( $(node_ticks) - before )) $got" >>"$OUT/cpu.txt"
 			else
 				log "  $name: FAILED ($(head -c 300 "$OUT/logs/${setup}__${name}__${rep}.err"))"
 				rm -f "$f"
@@ -121,5 +132,19 @@ for rep in $(seq 1 "$REPS"); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"
 (cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" two-nodes "$other") >"$OUT/table.md"
+# Broker CPU per delivered message, both nodes together, medians.
+if [ -s "$OUT/cpu.txt" ]; then
+	hz=$(getconf CLK_TCK)
+	{
+		echo
+		echo "| scenario | setup | brokers' CPU µs/msg (median) | runs |"
+		echo "|---|---|---:|---:|"
+		sort -k2,2 -k1,1 "$OUT/cpu.txt" | awk -v hz="$hz" '
+			function flush() { if (n) { m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2; printf "| %s | %s | %.2f | %d |\n", sc, st, m, n } }
+			{ k = $2 " " $1; if (k != key) { flush(); key = k; sc = $2; st = $1; n = 0 }
+			  if ($4 > 0) { n++; v[n] = $3 / hz * 1e6 / $4; for (i = n; i > 1 && v[i] < v[i - 1]; i--) { t = v[i]; v[i] = v[i - 1]; v[i - 1] = t } } }
+			END { flush() }'
+	} >>"$OUT/table.md"
+fi
 cat "$OUT/env.txt" "$OUT/table.md"
 log "results in $OUT"
