@@ -276,14 +276,8 @@ func (l *Link) dispatch(typ byte, body []byte, rin *remoteInterest, rd *batchRea
 			return fmt.Errorf("%w: interest delta %d..%d does not follow version %d", ErrCorrupt, f.From, f.To, rin.version)
 		}
 		h.Interest(l.id, f.Full, f.Add, f.Remove)
-	case framePublish:
-		return rd.receive(m, l.id, body)
-	case frameAck:
-		a, err := decodeAck(body)
-		if err != nil {
-			return err
-		}
-		m.acknowledged(l.id, a)
+	case framePublish, frameAck, frameRetained:
+		return m.receiveFrom(l.id, typ, body, rd)
 	case frameTransit:
 		return m.receiveTransit(l, body, rd)
 	case frameReach:
@@ -293,8 +287,6 @@ func (l *Link) dispatch(typ byte, body []byte, rin *remoteInterest, rd *batchRea
 		}
 		l.setReach(r)
 		m.reroute()
-	case frameRetained:
-		return m.receiveRetained(l.id, body)
 	case frameRequest:
 		r, err := decodeRequest(body)
 		if err != nil {

@@ -168,6 +168,25 @@ func (m *Manager) acknowledged(id string, a ackFrame) {
 	}
 }
 
+// receiveFrom handles a publish batch, an acknowledgement or a retained
+// batch from origin, which came directly or through a transit node.
+func (m *Manager) receiveFrom(origin string, typ byte, body []byte, rd *batchReader) error {
+	switch typ {
+	case framePublish:
+		return rd.receive(m, origin, body)
+	case frameAck:
+		a, err := decodeAck(body)
+		if err != nil {
+			return err
+		}
+		m.acknowledged(origin, a)
+		return nil
+	case frameRetained:
+		return m.receiveRetained(origin, body)
+	}
+	return fmt.Errorf("%w: %s frame from %s", ErrCorrupt, frameName(typ), origin)
+}
+
 // receiveRetained hands a retained batch from origin to the handler.
 func (m *Manager) receiveRetained(origin string, body []byte) error {
 	n := 0
@@ -197,19 +216,7 @@ func (m *Manager) receiveTransit(l *Link, body []byte, rd *batchReader) error {
 		if th.From == self {
 			return fmt.Errorf("%w: transit frame from this node to itself", ErrCorrupt)
 		}
-		switch th.Type {
-		case framePublish:
-			return rd.receive(m, th.From, inner)
-		case frameAck:
-			a, err := decodeAck(inner)
-			if err != nil {
-				return err
-			}
-			m.acknowledged(th.From, a)
-			return nil
-		default: // frameRetained (decodeTransit admits nothing else)
-			return m.receiveRetained(th.From, inner)
-		}
+		return m.receiveFrom(th.From, th.Type, inner, rd)
 	case th.From != l.id:
 		m.metrics.forPeer(th.To).transitDropped[TransitLoop].Inc()
 		return nil
