@@ -84,6 +84,12 @@ type Options struct {
 	// again (default 2 s). On the direct link they are sent again on every
 	// new connection instead.
 	ResendAfter time.Duration
+	// TransitWindow bounds the bytes of QoS 1/2 messages sent to a peer
+	// through a transit node and not yet acknowledged (default 1 MiB; keep
+	// it below TransitBytes): an origin does not send faster than the
+	// transit node passes its frames on, so the transit queue rarely
+	// overflows and a resend stays small.
+	TransitWindow int
 	// AckDelay: a receiver holds an acknowledgement up to this long for
 	// more messages to go with it, or for a frame going to the origin anyway
 	// to carry it (default 5 ms); it sends one at once when a quarter of
@@ -128,6 +134,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxFrame, 64<<20)
 	def(&o.MaxRequests, 256)
 	def(&o.TransitBytes, 4<<20)
+	def(&o.TransitWindow, 1<<20)
 	dur(&o.BlockTimeout, time.Second)
 	dur(&o.PingInterval, time.Second)
 	dur(&o.StallTimeout, 3*time.Second)

@@ -101,7 +101,7 @@ func checkStream(t *testing.T, c *cluster, from, to string, n int) (missingQoS0 
 		}
 	}
 	var got []int
-	eventually(t, time.Minute, fmt.Sprintf("%s's QoS 1/2 messages at %s", from, to), func() bool {
+	eventually(t, 10*time.Minute, fmt.Sprintf("%s's QoS 1/2 messages at %s", from, to), func() bool {
 		p, _, _ := c.nodes[to].rec.snapshot()
 		got = got[:0]
 		acked := 0
@@ -389,33 +389,64 @@ func TestTransitFrameNeverPassedTwice(t *testing.T) {
 	})
 }
 
-// TestTransitLossResentInOrder: the transit node drops frames (its transit
-// queue is tiny), so c sees later messages before the ones dropped. It
-// skips them (go-back-N) and a sends everything unacknowledged again after
-// its resend timeout: every QoS 1/2 message arrives once and in order.
+// TestTransitLossResentInOrder: the transit node's link to c is slower
+// than a's stream to c. With a transit window larger than the transit
+// node's queue, the queue overflows and drops frames, so c sees later
+// messages before the dropped ones: it skips them (go-back-N) and a sends
+// everything unacknowledged again after its resend timeout. With a window
+// within the queue (and QoS 1/2 messages only: QoS 0 ones are not
+// windowed), nothing is dropped. Either way every QoS 1/2 message arrives
+// once and in order.
 func TestTransitLossResentInOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
-		defer nw.Close()
-		c := startCluster(t, nw, Options{TransitBytes: 600, BatchBytes: 300}, "a", "b", "c")
-		a, b, cc := c.nodes["a"], c.nodes["b"], c.nodes["c"]
-		c.partition("a", "c")
-		eventually(t, 10*time.Second, "a reaches c through b", func() bool { return a.mgr.Transit("c") == "b" })
-		const bursts, per = 20, 60
-		for k := range bursts {
-			for i := range per {
-				n := k*per + i
-				q := byte(n % 3)
-				a.mgr.Publish("c", &Publish{Msg: []byte(fmt.Sprintf("a>c/%d/q%d", n, q)), QoS: q, Direct: true})
+	for _, tc := range []struct {
+		name   string
+		window int
+	}{{"window over the queue", 1 << 20}, {"window within the queue", 1000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				within := tc.window < 1500
+				dropped, early, resent := transitLoss(t, tc.window, !within)
+				t.Logf("b dropped %v transit frames; c skipped %v early messages; a sent %v again", dropped, early, resent)
+				switch {
+				case !within && (dropped == 0 || early == 0):
+					t.Fatal("the transit node dropped nothing, or c never saw a gap: the test no longer exercises loss in transit")
+				case within && dropped != 0:
+					t.Fatalf("%v frames dropped with a window within the transit queue", dropped)
+				}
+			})
+		})
+	}
+}
+
+// transitLoss streams bursts from a to c through b, whose link to c is
+// slow, with b's transit queue at 1,500 bytes and a's transit window as
+// given (QoS 0, 1 and 2 in turn, or with qos0 false QoS 1 in place of 0),
+// and checks what c received.
+func transitLoss(t *testing.T, window int, qos0 bool) (dropped, early, resent float64) {
+	// Small stream buffers and a slow b-c link: b's connection to c drains
+	// more slowly than frames for c arrive from a.
+	nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond, StreamBuffer: 4096})
+	defer nw.Close()
+	c := startCluster(t, nw, Options{TransitBytes: 1500, TransitWindow: window, BatchBytes: 300}, "a", "b", "c")
+	c.setRTT("b", "c", 200*time.Millisecond)
+	a, b, cc := c.nodes["a"], c.nodes["b"], c.nodes["c"]
+	c.partition("a", "c")
+	eventually(t, 10*time.Second, "a reaches c through b", func() bool { return a.mgr.Transit("c") == "b" })
+	const bursts, per = 20, 60
+	pad := strings.Repeat("x", 200) // 60 such messages per 100 ms are more than b's link to c carries
+	for k := range bursts {
+		for i := range per {
+			n := k*per + i
+			q := byte(n % 3)
+			if q == 0 && !qos0 {
+				q = 1
 			}
-			time.Sleep(100 * time.Millisecond) // lint:sleep-ok fake time: between bursts
+			a.mgr.Publish("c", &Publish{Msg: []byte(fmt.Sprintf("a>c/%d/q%d/%s", n, q, pad)), QoS: q, Direct: true})
 		}
-		checkStream(t, c, "a", "c", bursts*per)
-		dropped := counter(b, "transitDropped", "c", TransitQueueFull)
-		early := counter(cc, "early", "a")
-		t.Logf("b dropped %v transit frames; c skipped %v early messages; a sent %v again", dropped, early, counter(a, "resent", "c"))
-		if dropped == 0 || early == 0 {
-			t.Fatal("the transit node dropped nothing, or c never saw a gap: the test no longer exercises loss in transit")
-		}
-	})
+		time.Sleep(100 * time.Millisecond) // lint:sleep-ok fake time: between bursts
+	}
+	if missing := checkStream(t, c, "a", "c", bursts*per); !qos0 && missing > 0 {
+		t.Errorf("%d messages published at QoS 1 in place of QoS 0 lost", missing)
+	}
+	return counter(b, "transitDropped", "c", TransitQueueFull), counter(cc, "early", "a"), counter(a, "resent", "c")
 }

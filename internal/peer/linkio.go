@@ -173,16 +173,22 @@ func (col *collector) collect(x *Link, buf []byte, budget int) (out []byte, more
 		col.routed = append(col.routed, l)
 		var h batchHeader
 		n := 0
-		if budget > 0 && l.mu.out.pending.live > 0 {
+		limit := budget
+		if l != x { // through a transit node: within the window
+			limit = min(limit, m.opts.TransitWindow-l.mu.out.sentSize)
+		}
+		if limit > 0 && l.mu.out.pending.live > 0 {
 			before := l.mu.out.live()
-			col.items = l.mu.out.take(col.items[:0], budget)
+			col.items = l.mu.out.take(col.items[:0], limit)
 			n = len(col.items)
 			h = batchHeader{Inc: l.mu.out.inc, Gen: l.mu.out.gen, Base: l.mu.out.base()}
 			if l.mu.out.live() < before {
 				l.freeSpaceLocked() // QoS 0 messages left the outbox
 			}
 		}
-		more = more || l.mu.out.pending.live > 0
+		// More waiting, and room to send it (a closed window opens with an
+		// acknowledgement, which pokes this writer).
+		more = more || (l.mu.out.pending.live > 0 && (l == x || m.opts.TransitWindow > l.mu.out.sentSize))
 		live, qbytes, unacked := l.mu.out.live(), l.mu.out.bytes(), l.mu.out.unacked()
 		l.mu.Unlock()
 		if n == 0 {

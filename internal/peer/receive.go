@@ -155,12 +155,19 @@ func (m *Manager) acknowledged(id string, a ackFrame) {
 	}
 	l.mu.Lock()
 	n := l.mu.out.ack(a.Inc, a.Gen, a.Seq)
+	var via *Link
 	if n > 0 {
 		l.mu.progress = m.clock.Now()
 		l.freeSpaceLocked()
+		if l.mu.via != l && l.mu.out.pending.live > 0 {
+			via = l.mu.via // the transit window opened
+		}
 	}
 	live, bytes, unacked := l.mu.out.live(), l.mu.out.bytes(), l.mu.out.unacked()
 	l.mu.Unlock()
+	if via != nil {
+		via.poke()
+	}
 	if n > 0 {
 		l.lm.queueMessages.Set(float64(live))
 		l.lm.queueBytes.Set(float64(bytes))
