@@ -64,7 +64,9 @@
 // is dropped (no loops, one extra hop at most). Acknowledgements travel
 // back the same way, end to end between origin and destination, so the
 // outbox covers both paths; a transit node that drops frames (its transit
-// queue full, its link gone) costs a resend after ResendAfter. Retained
+// queue full, its link gone) costs a resend after ResendAfter. An origin
+// keeps at most TransitWindow bytes of QoS 1/2 messages unacknowledged on
+// a transit path, so that it does not overrun the transit node's queue. Retained
 // updates for an unreachable peer take the transit path too (last writer
 // wins makes duplicates harmless); requests, responses and interest stay
 // on the direct link. As soon as the direct link is usable again, the
