@@ -433,14 +433,14 @@ func (l *Link) serve(a accepted) *accepted {
 	close(l.mu.upCh)
 	l.mu.Unlock()
 	l.lastRecv.Store(m.clock.Now().UnixNano())
-	l.up.Store(true)
-	l.lm.up.Set(1)
-	m.log.Debug("peer: link up", "peer", l.id, "conn", c.n)
 	if lost := m.origins.observe(l.id, a.incarnation); lost > 0 {
 		m.countLost(l.id, lost)
 	}
+	m.reroute() // the outbox's path, before Up says the link is up
+	l.up.Store(true)
+	l.lm.up.Set(1)
+	m.log.Debug("peer: link up", "peer", l.id, "conn", c.n)
 	m.cfg.Handler.LinkUp(l)
-	m.reroute()
 
 	go func() { c.readerDone <- l.readLoop(c) }()
 	next, err := l.writeLoop(c)

@@ -52,12 +52,9 @@ func (m *Manager) linkList() []*Link {
 	return nil
 }
 
-// heard reports whether the peer was heard from recently on a connected
-// link.
+// heard reports whether the peer was heard from recently (on a connected
+// link: the caller checks).
 func (l *Link) heard(now int64, stall time.Duration) bool {
-	if !l.up.Load() {
-		return false
-	}
 	return l.busy.Load() || time.Duration(now-l.lastRecv.Load()) < stall
 }
 
@@ -83,9 +80,10 @@ func (m *Manager) reroute() {
 	views := make([]linkView, len(links))
 	var reach reachFrame
 	for i, l := range links {
-		v := linkView{l: l, heard: l.heard(now, m.opts.StallTimeout)}
+		v := linkView{l: l}
 		l.mu.Lock()
 		v.conn = l.mu.connN
+		v.heard = v.conn != 0 && l.heard(now, m.opts.StallTimeout)
 		hearsUs := true
 		if r := l.mu.reach; r != nil {
 			hearsUs = r.heard[self]
