@@ -73,7 +73,9 @@ type Link struct {
 	}
 }
 
-// reachSets is a peer's reach announcement.
+// reachSets is a peer's reach announcement; it is never modified once
+// built (a new announcement replaces it), so it may be read without the
+// link's lock once taken from it.
 type reachSets struct {
 	heard, sends map[string]bool
 }

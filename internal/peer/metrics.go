@@ -30,10 +30,12 @@ const (
 
 var dropReasons = []string{DropQueueFull, DropBlocked, DropLinkDown, DropRemoved, DropNoLink}
 
-// Reasons a frame passing through this node between two others (transit)
-// was dropped, the values of the reason label of
-// sextant_peer_transit_dropped_total (whose peer label is the frame's
-// destination). The origin sends the messages again.
+// Reasons a transit frame was dropped, the values of the reason label of
+// sextant_peer_transit_dropped_total, whose peer label is the link it was
+// to be written on: the destination, for a frame passing through this
+// node between two others (its origin sends the messages again), or the
+// transit node, for this node's own retained updates (the retained sync on
+// the next direct connection makes up for them).
 const (
 	// TransitQueueFull: the connection to the destination had TransitBytes
 	// of transit frames waiting.
