@@ -44,6 +44,10 @@ declare -a PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	# Anything still running in this run's namespaces is this run's.
+	for i in 1 2 3; do
+		for p in $(ip netns pids "${ID}n$i" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+	done
 	for i in 1 2 3; do ip netns del "${ID}n$i" 2>/dev/null || true; done
 	ip netns del "$BR" 2>/dev/null || true
 	if [ "${KEEP:-}" != 1 ]; then rm -rf "$OUT"; else log "output kept in $OUT"; fi
@@ -64,6 +68,9 @@ for i in 1 2 3; do
 	ip -n "$ns" link set lo up
 done
 in_ns() { local i=$1; shift; ip netns exec "${ID}n$i" "$@"; }
+# bg_ns runs a command in node I's namespace in the background; $! is its
+# process (ip netns exec execs it), so that cleanup can stop it.
+bg_ns() { local i=$1; shift; exec ip netns exec "${ID}n$i" "$@"; }
 
 start() { # start I [JOIN]
 	local i=$1 join=${2:-}
@@ -71,10 +78,10 @@ start() { # start I [JOIN]
 	# Clients reach the node on its bridge address, anonymously (the
 	# namespaces are this run's alone); the admin API stays on the
 	# namespace's own loopback.
-	in_ns "$i" "$SEXTANT" serve --node-id "n$i" --data-dir "$OUT/n$i" --log-level "${LOG_LEVEL:-info}" \
+	(bg_ns "$i" "$SEXTANT" serve --node-id "n$i" --data-dir "$OUT/n$i" --log-level "${LOG_LEVEL:-info}" \
 		--cluster-addr "$NET.$i:7946" ${join:+--join "$join"} --allow-anonymous true \
 		--mqtt-addr "$NET.$i:1883" --ws-addr "" --admin-addr 127.0.0.1:8088 \
-		>"$OUT/n$i.log" 2>&1 &
+		>"$OUT/n$i.log" 2>&1) &
 	PIDS+=($!)
 }
 start 1
@@ -88,7 +95,7 @@ for _ in $(seq 1 300); do
 done
 [ "$alive" = 3 ] || { log "the cluster did not form"; exit 1; }
 
-in_ns 1 mosquitto_sub -h "$NET.1" -p 1883 -q 1 -c -i pp-sub -t 'pp/#' -F '%U %p' >"$OUT/received.txt" 2>"$OUT/sub.log" &
+(bg_ns 1 mosquitto_sub -h "$NET.1" -p 1883 -q 1 -c -i pp-sub -t 'pp/#' -F '%U %p' >"$OUT/received.txt" 2>"$OUT/sub.log") &
 PIDS+=($!)
 # The subscription's interest reaches n2 a round trip after its SUBACK:
 # probe until one arrives.
@@ -110,7 +117,7 @@ pace=$(awk -v r="$RATE" 'BEGIN { printf "%.4f", 1 / r }')
 		if [ $((n % 100)) = 0 ]; then echo "m$n $(date +%s.%N)" >>"$OUT/fed.txt"; fi
 		read -r -t "$pace" -u "$never" || true
 	done
-) | in_ns 2 mosquitto_pub -h "$NET.2" -p 1883 -q 1 -i pp-pub -t pp/load -l -d >"$OUT/pub.log" 2>&1 &
+) | (bg_ns 2 mosquitto_pub -h "$NET.2" -p 1883 -q 1 -i pp-pub -t pp/load -l -d >"$OUT/pub.log" 2>&1) &
 pub=$!
 PIDS+=($pub)
 sleep "$CUT_AFTER"
