@@ -5,7 +5,10 @@
 //
 //   - routing: the routing table of peers' announced interest, and the
 //     choice of the nodes a message goes to (Layer.Forward sends it; the
-//     receiving Layer hands it to broker.DeliverForwarded, never further);
+//     receiving Layer hands it to broker.DeliverForwarded, never further).
+//     The links (package peer) carry each QoS 1/2 message to its node once
+//     and in order while both nodes live, through a transit node when the
+//     direct link is cut (ranked by Config.Estimate, network coordinates);
 //   - retainsync: retained replication, last writer wins by hybrid logical
 //     stamps (package hlc), tombstones, and a full sync on every new link;
 //   - directory: the session directory (claims spread by rendezvous

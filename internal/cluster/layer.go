@@ -64,6 +64,10 @@ type Config struct {
 	// Members tells which nodes exist and where their peer address is (the
 	// PeerAddr label).
 	Members Members
+	// Estimate estimates the round trip between two nodes from their
+	// network coordinates (membership.EstimateRTT); the links rank transit
+	// nodes by it. nil: unknown (ties are broken by node id).
+	Estimate func(a, b string) (time.Duration, bool)
 	// Listener accepts peer links (connections starting with peer.Kind;
 	// share the node's peer address with the metadata group through a
 	// peer.Mux). The layer owns it from Start on.
@@ -214,6 +218,7 @@ func New(cfg Config) (*Layer, error) {
 	l.peers, err = peer.New(peer.Config{
 		NodeID: cfg.NodeID, Listener: cfg.Listener, Dial: cfg.Dial, TLS: cfg.TLS, Handler: links{l},
 		Clock: cfg.Clock, Seed: cfg.Seed, Registerer: cfg.Registerer, Log: cfg.Log, Options: cfg.Peer,
+		Estimate: cfg.Estimate,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)

@@ -152,7 +152,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	lcfg := cluster.Config{
 		NodeID: cfg.NodeID, Deliver: n.broker, Relays: n.broker, Retained: n.broker, Sessions: n.broker,
-		Members: cp.membership, Listener: peerLn, TLS: peerTLS,
+		Members: cp.membership, Estimate: cp.membership.EstimateRTT, Listener: peerLn, TLS: peerTLS,
 		Dial: n.net.Dial, Registerer: n.metrics.Registry, Clock: n.clock,
 		Log: n.log.With("subsystem", "cluster"), Seed: seed,
 	}
