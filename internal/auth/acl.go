@@ -277,7 +277,7 @@ func decideFilter(rules []compiled, f string) bool {
 			return false
 		case !r.allow && covers(r.filter, f):
 			return false
-		case r.allow && overlaps(r.filter, f):
+		case r.allow && topic.Overlap(r.filter, f):
 			return true
 		}
 	}

@@ -43,32 +43,4 @@ func covers(r, f string) bool {
 	}
 }
 
-// overlaps reports whether some topic name is matched by both filters: a
-// subscription to one may receive a message the other describes.
-func overlaps(a, b string) bool {
-	if topic.IsDollar(a) && startsWithWildcard(b) || topic.IsDollar(b) && startsWithWildcard(a) {
-		return false
-	}
-	for {
-		al, arest, amore := strings.Cut(a, "/")
-		bl, brest, bmore := strings.Cut(b, "/")
-		if al == "#" || bl == "#" {
-			return true
-		}
-		if al != "+" && bl != "+" && al != bl {
-			return false
-		}
-		switch {
-		case amore && bmore:
-			a, b = arest, brest
-		case !amore && !bmore:
-			return true
-		case amore:
-			return arest == "#"
-		default:
-			return brest == "#"
-		}
-	}
-}
-
 func startsWithWildcard(f string) bool { return f != "" && (f[0] == '+' || f[0] == '#') }

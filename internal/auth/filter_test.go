@@ -87,8 +87,8 @@ func checkAgainstOracle(t *testing.T, r *rand.Rand, names []string) {
 		if got := covers(a, b); got != wantCovers {
 			t.Fatalf("covers(%q, %q) = %v, want %v", a, b, got, wantCovers)
 		}
-		if got := overlaps(a, b); got != wantOverlaps {
-			t.Fatalf("overlaps(%q, %q) = %v, want %v", a, b, got, wantOverlaps)
+		if got := topic.Overlap(a, b); got != wantOverlaps {
+			t.Fatalf("topic.Overlap(%q, %q) = %v, want %v", a, b, got, wantOverlaps)
 		}
 	}
 }

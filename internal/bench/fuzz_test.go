@@ -34,23 +34,3 @@ func FuzzParseStamp(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseProc checks that the /proc parsers never panic and never return
-// negative figures.
-func FuzzParseProc(f *testing.F) {
-	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 9 10 11\n"))
-	f.Add([]byte("Name:\tx\nVmRSS:\t  12 kB\n"))
-	f.Add([]byte("9 ((a) b)) R 1 2 3 4 5 6 7 8 9 10 11 12"))
-	f.Add([]byte("cpu  10 0 5 100 3 0 1 2 0 0\ncpu0 5 0 2 50 1 0 0 1 0 0\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if cpu, err := ParseStatCPU(b); err == nil && cpu < 0 {
-			t.Fatalf("negative CPU %v", cpu)
-		}
-		if rss, err := ParseStatusRSS(b); err == nil && rss < 0 {
-			t.Fatalf("negative RSS %d", rss)
-		}
-		if s, err := ParseSystemCPU(b); err == nil && (s.Busy < 0 || s.Busy > s.Total) {
-			t.Fatalf("system CPU %+v", s)
-		}
-	})
-}

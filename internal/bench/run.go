@@ -13,6 +13,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/mqttclient"
+	"github.com/sextantmq/sextant/internal/procstat"
 )
 
 // dialers is how many connections are opened concurrently.
@@ -389,20 +390,20 @@ func (r *runner) sentTable() [][]int64 {
 // sample reads the generator's and the broker's /proc figures.
 type sample struct {
 	at     time.Time
-	gen    ProcSample
+	gen    procstat.Sample
 	genErr error
-	brk    ProcSample
+	brk    procstat.Sample
 	brkErr error
-	sys    SystemCPU
+	sys    procstat.SystemCPU
 	sysErr error
 }
 
 func (r *runner) sample() sample {
 	s := sample{at: time.Now()}
-	s.sys, s.sysErr = ReadSystemCPU()
-	s.gen, s.genErr = ReadProc(0)
+	s.sys, s.sysErr = procstat.ReadSystemCPU()
+	s.gen, s.genErr = procstat.Read(0)
 	if r.cfg.BrokerPID > 0 {
-		s.brk, s.brkErr = ReadProc(r.cfg.BrokerPID)
+		s.brk, s.brkErr = procstat.Read(r.cfg.BrokerPID)
 	} else {
 		s.brkErr = errors.New("no broker pid")
 	}

@@ -102,46 +102,10 @@ func TestAccountPerTopic(t *testing.T) {
 	}
 }
 
-func TestParseProc(t *testing.T) {
-	stat := []byte("1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 100 1000 200\n")
-	cpu, err := ParseStatCPU(stat)
-	if err != nil || cpu != 3*time.Second {
-		t.Fatalf("cpu %v, %v", cpu, err)
-	}
-	if _, err := ParseStatCPU([]byte("1234 (x) S 1 2")); err == nil {
-		t.Fatal("short stat parsed")
-	}
-	status := []byte("Name:\tx\nVmPeak:\t  9000 kB\nVmRSS:\t  4321 kB\nThreads:\t3\n")
-	rss, err := ParseStatusRSS(status)
-	if err != nil || rss != 4321 {
-		t.Fatalf("rss %d, %v", rss, err)
-	}
-	if _, err := ParseStatusRSS([]byte("Name:\tx\n")); err == nil {
-		t.Fatal("status without VmRSS parsed")
-	}
-	if s, err := ReadProc(0); err != nil || s.RSSKiB <= 0 {
-		t.Fatalf("own /proc: %+v %v", s, err)
-	}
-}
-
 func TestNumFormatting(t *testing.T) {
 	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4500: "-4,500"} {
 		if got := num(in); got != want {
 			t.Errorf("num(%v) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func TestParseSystemCPU(t *testing.T) {
-	stat := []byte("cpu  100 0 50 800 50 0 0 0 7 7\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1\n")
-	s, err := ParseSystemCPU(stat)
-	if err != nil || s.Busy != 1.5 || s.Total != 10 {
-		t.Fatalf("%+v %v", s, err)
-	}
-	if _, err := ParseSystemCPU([]byte("cpu0 1 2 3 4\n")); err == nil {
-		t.Fatal("stat without the aggregate line parsed")
-	}
-	if s, err := ReadSystemCPU(); err != nil || s.Total <= 0 {
-		t.Fatalf("own /proc/stat: %+v %v", s, err)
 	}
 }

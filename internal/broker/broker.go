@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
@@ -58,6 +59,16 @@ type Broker struct {
 		ix *router.Index[*session.Session]
 	}
 	remote *Remote // nil on a node running alone; set before serving
+	// sequencer takes the publishes of sequenced topics (nil: every topic
+	// is direct); set before serving clients (SetSequencer, sequenced.go),
+	// while the broker's own $SYS publisher may already run.
+	sequencer atomic.Pointer[Sequencer]
+	// localInterest follows local subscriptions for the delivery layer
+	// (nil: nobody); set before serving (SetLocalInterest).
+	localInterest Interest
+	// replays is told of subscriptions and attached sessions (nil: no
+	// sequenced topics); set before serving (SetReplays).
+	replays Replays
 
 	moved movedSessions // relay.go: sessions released to another node
 
@@ -243,6 +254,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	b.updateSessionGauges()
 	if expiry > 0 {
 		b.persistSession(s, time.Time{}, nil)
+	}
+	if b.replays != nil {
+		b.replays.Attached(s)
 	}
 	b.log.Info("client connected", "client", id, "remote", c.RemoteAddr().String(), "user", c.User(),
 		"protocol", p.Version.String(), "keep_alive", p.KeepAlive, "clean_start", p.CleanStart,

@@ -17,6 +17,12 @@
 // files remote.go (what the broker asks of and answers to the cluster) and
 // handover.go (moving sessions between nodes) hold that side.
 //
+// Sequenced topics (sequenced.go): Publish hands their publishes to the
+// Sequencer (the sequenced publish path) instead of routing them; the
+// delivery layer brings their records back in each group's order through
+// DeliverSequenced (live) and ReplayTo (history), and is told of
+// subscriptions and attaching sessions through Replays.
+//
 // Concurrency: the session registry and timers sit under Broker.mu; the
 // subscription index under its own RWMutex (Match under the read lock). The
 // broker never holds either lock while calling into a session that could

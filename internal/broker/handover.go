@@ -146,6 +146,7 @@ func (b *Broker) importSession(id string, v packet.Version, expiry uint32, st *S
 	b.restoreSubscriptions(s, st.Record.Subscriptions)
 	b.noteArrival(id)
 	s.RestoreInbound(st.Inbound)
+	s.RestoreCursors(st.Record.Cursors)
 	persist := expiry > 0 && b.store != nil
 	var bt store.Batch
 	for i, q := range st.Messages {

@@ -62,6 +62,7 @@ func (b *Broker) load() error {
 			return err
 		}
 		s.RestoreInbound(ids)
+		s.RestoreCursors(r.Cursors)
 		if err := b.store.LoadMessages(r.ClientID, func(q *store.QueuedMessage) error {
 			s.Restore(q)
 			return nil

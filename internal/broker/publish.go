@@ -24,7 +24,10 @@ import (
 // another node forwarded here takes the same route and fanOut in
 // DeliverForwarded.
 func (b *Broker) Publish(from *session.Session, m *message.Message, done session.Acker) {
-	var ps session.Persist
+	if b.publishSequenced(from, m, done) {
+		return
+	}
+	ps := session.Persist{From: from}
 	needSync := false
 	r := b.remote
 	if r != nil && topic.IsSys(m.Topic) {

@@ -71,11 +71,30 @@ type Remote struct {
 func (b *Broker) SetRemote(r Remote) {
 	b.remote = &r
 	b.moved.relay = r.Relay
+	for _, c := range b.allInterest() {
+		r.Interest.AddInterest(c.filter, c.n)
+	}
+}
+
+// SetLocalInterest gives i every subscription the broker holds, then every
+// change, as SetRemote does for the cluster: the delivery layer follows
+// which placement groups local subscribers may want, on a clustered node
+// and on one running alone. It must be called before the node serves
+// clients.
+func (b *Broker) SetLocalInterest(i Interest) {
+	b.localInterest = i
+	for _, c := range b.allInterest() {
+		i.AddInterest(c.filter, c.n)
+	}
+}
+
+// allInterest is every filter subscribed with its count.
+func (b *Broker) allInterest() []interestChange {
 	var all []interestChange
 	b.subs.RLock()
 	b.subs.ix.Filters(func(f string, n int) { all = append(all, interestChange{f, n}) })
 	b.subs.RUnlock()
-	b.announceInterest(all)
+	return all
 }
 
 // interestChange is one subscription added (+1) or removed (-1) for a
@@ -85,16 +104,22 @@ type interestChange struct {
 	n      int
 }
 
-// noteInterest collects a change for announceInterest when clustered.
+// noteInterest collects a change for announceInterest when someone
+// follows interest (the cluster, the delivery layer).
 func (b *Broker) noteInterest(filter string, n int, out *[]interestChange) {
-	if b.remote != nil {
+	if b.remote != nil || b.localInterest != nil {
 		*out = append(*out, interestChange{filter, n})
 	}
 }
 
 func (b *Broker) announceInterest(ch []interestChange) {
 	for _, c := range ch {
-		b.remote.Interest.AddInterest(c.filter, c.n)
+		if b.remote != nil {
+			b.remote.Interest.AddInterest(c.filter, c.n)
+		}
+		if b.localInterest != nil {
+			b.localInterest.AddInterest(c.filter, c.n)
+		}
 	}
 }
 

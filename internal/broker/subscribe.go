@@ -13,6 +13,9 @@ func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done f
 	codes := make([]packet.ReasonCode, len(reqs))
 	existed := make([]bool, len(reqs))
 	var changes []interestChange
+	if b.replays != nil {
+		b.replays.Subscribing(s, reqs)
+	}
 	b.subs.Lock()
 	for i, r := range reqs {
 		if _, err := b.subscribeLocked(s, r.Filter, r.Opts, &changes); err != nil {
@@ -33,6 +36,9 @@ func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done f
 	finish := func() {
 		done(codes)
 		b.sendRetained(s, reqs, codes, existed)
+		if b.replays != nil {
+			b.replays.Subscribed(s, reqs, codes, existed)
+		}
 	}
 	if s.Persistent() && b.store != nil {
 		b.persistSession(s, b.clock.Now(), func(err error) {

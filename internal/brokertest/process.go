@@ -1,10 +1,12 @@
 package brokertest
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -50,13 +52,49 @@ func ModuleRoot(t testing.TB) string {
 // ago, for a process that must keep its port across restarts.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return net.JoinHostPort("127.0.0.1", FreePort(t, false, "127.0.0.1"))
+}
+
+// Ports FreePort picks from: below Linux's ephemeral range (32768-60999 by
+// default), so that no outgoing connection of this or a concurrently running
+// test binary takes the port between the check and the node's bind. A port
+// from the kernel (":0") would come from that range and race with them.
+const (
+	freePortMin = 20000
+	freePortMax = 32000
+)
+
+// FreePort returns a port that was free a moment ago for TCP (and UDP when
+// udp is set: a cluster address carries gossip on both) on every host.
+func FreePort(t testing.TB, udp bool, hosts ...string) string {
+	t.Helper()
+	for range 200 {
+		port := strconv.Itoa(freePortMin + rand.IntN(freePortMax-freePortMin))
+		if portFree(port, udp, hosts) {
+			return port
+		}
 	}
-	a := ln.Addr().String()
-	_ = ln.Close()
-	return a
+	t.Fatalf("brokertest: no port free on %v", hosts)
+	return ""
+}
+
+func portFree(port string, udp bool, hosts []string) bool {
+	for _, h := range hosts {
+		a := net.JoinHostPort(h, port)
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return false
+		}
+		_ = ln.Close()
+		if udp {
+			pc, err := net.ListenPacket("udp", a)
+			if err != nil {
+				return false
+			}
+			_ = pc.Close()
+		}
+	}
+	return true
 }
 
 // Process is a `sextant serve` child process.

@@ -5,7 +5,10 @@
 //
 //   - routing: the routing table of peers' announced interest, and the
 //     choice of the nodes a message goes to (Layer.Forward sends it; the
-//     receiving Layer hands it to broker.DeliverForwarded, never further);
+//     receiving Layer hands it to broker.DeliverForwarded, never further).
+//     The links (package peer) carry each QoS 1/2 message to its node once
+//     and in order while both nodes live, through a transit node when the
+//     direct link is cut (ranked by Config.Estimate, network coordinates);
 //   - retainsync: retained replication, last writer wins by hybrid logical
 //     stamps (package hlc), tombstones, and a full sync on every new link;
 //   - directory: the session directory (claims spread by rendezvous
@@ -14,6 +17,10 @@
 // The shell itself relays what reaches a moved session's old copy after
 // its export to the new node (relay.go: broker.Relay on the old node,
 // Relays.DeliverRelayed on the new one), so a move loses no message.
+//
+// Services built on the links (the sequenced publish path, the delivery
+// layer's feeds) serve their own requests through Handle (request methods
+// 32 and up) and call peers through the peer manager (Peers).
 //
 // The shell owns what they share: the peer manager and its handler (frames
 // from peers are decoded here and dispatched to the part they belong to),

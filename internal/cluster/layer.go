@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,10 @@ type Config struct {
 	// Members tells which nodes exist and where their peer address is (the
 	// PeerAddr label).
 	Members Members
+	// Estimate estimates the round trip between two nodes from their
+	// network coordinates (membership.EstimateRTT); the links rank transit
+	// nodes by it. nil: unknown (ties are broken by node id).
+	Estimate func(a, b string) (time.Duration, bool)
 	// Listener accepts peer links (connections starting with peer.Kind;
 	// share the node's peer address with the metadata group through a
 	// peer.Mux). The layer owns it from Start on.
@@ -139,10 +144,47 @@ type Layer struct {
 		alive []string // alive members with a peer address, this node included; sorted
 		known map[string]membership.Member
 	}
+	services atomic.Pointer[map[byte]ServeFunc] // requests served outside the layer (Handle)
+
 	mu struct {
 		sync.Mutex
 		started bool
 	}
+}
+
+// ServeFunc answers a request (or a notification) a peer sent with a
+// method registered with Handle. body is the caller's and may be kept; ctx
+// ends when the layer closes.
+type ServeFunc func(ctx context.Context, node string, body []byte) ([]byte, error)
+
+// FirstServiceMethod is the lowest request method Handle accepts: those
+// below belong to the layer itself (ping, relay) and the session directory.
+const FirstServiceMethod byte = 32
+
+// Handle serves the peer requests with method with fn: the services built
+// on the layer's links (the sequenced publish path, feeds) answer their own
+// requests. Call it before Start.
+func (l *Layer) Handle(method byte, fn ServeFunc) error {
+	if method < FirstServiceMethod || fn == nil {
+		return fmt.Errorf("%w: service method %d (want %d and up, with a function)", ErrConfig, method, FirstServiceMethod)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.started {
+		return fmt.Errorf("%w: Handle after Start", ErrConfig)
+	}
+	next := map[byte]ServeFunc{}
+	if cur := l.services.Load(); cur != nil {
+		for k, v := range *cur {
+			next[k] = v
+		}
+	}
+	if _, dup := next[method]; dup {
+		return fmt.Errorf("%w: service method %d handled twice", ErrConfig, method)
+	}
+	next[method] = fn
+	l.services.Store(&next)
+	return nil
 }
 
 var (
@@ -176,6 +218,7 @@ func New(cfg Config) (*Layer, error) {
 	l.peers, err = peer.New(peer.Config{
 		NodeID: cfg.NodeID, Listener: cfg.Listener, Dial: cfg.Dial, TLS: cfg.TLS, Handler: links{l},
 		Clock: cfg.Clock, Seed: cfg.Seed, Registerer: cfg.Registerer, Log: cfg.Log, Options: cfg.Peer,
+		Estimate: cfg.Estimate,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -306,6 +349,14 @@ func (h links) Serve(ctx context.Context, node string, method byte, body []byte)
 		return nil, nil
 	case methodRelay:
 		return nil, h.l.relayed(node, body)
+	}
+	if method >= FirstServiceMethod {
+		if svc := h.l.services.Load(); svc != nil {
+			if fn := (*svc)[method]; fn != nil {
+				return fn(ctx, node, body)
+			}
+		}
+		return nil, fmt.Errorf("cluster: no service for request method %d", method)
 	}
 	return h.l.dir.Serve(ctx, node, method, body)
 }

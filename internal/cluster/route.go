@@ -8,15 +8,17 @@ import (
 
 // Forward implements broker.Forwarder, the cross-node half of a publish:
 // the routing table names the nodes (once each, with the shared groups each
-// serves), the message is encoded once, and each node gets one item on its
-// link's FIFO queue, so messages from one publisher reach every node in the
-// order they were published.
+// serves, preferring nodes that can be reached, directly or through a
+// transit node), the message is encoded once, and each node gets one item
+// in its outbox, whose order, acknowledgements and resends keep messages
+// from one publisher reaching every node once and in the order they were
+// published (package peer).
 func (l *Layer) Forward(m *message.Message, served []string) {
 	if l.group.Stopped() {
 		return
 	}
 	tp := l.targets.Get().(*[]routing.Target)
-	ts := l.routes.Route(m.Topic, served, l.peers.Up, (*tp)[:0])
+	ts := l.routes.Route(m.Topic, served, l.peers.Reachable, (*tp)[:0])
 	if len(ts) > 0 {
 		enc := message.Append(make([]byte, 0, m.Size()), m)
 		for i := range ts {

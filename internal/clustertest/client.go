@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ type Message struct {
 	QoS     byte
 	Retain  bool
 	Dup     bool
+	// Index is the sx-index user property of a sequenced topic's message
+	// (0: none).
+	Index uint64
 }
 
 func (m Message) String() string {
@@ -157,6 +161,11 @@ func (cl *Client) read(r *packet.Reader) {
 		switch p := p.(type) {
 		case *packet.Publish:
 			m := Message{Topic: p.Topic, Payload: string(p.Payload), QoS: p.QoS, Retain: p.Retain, Dup: p.Dup}
+			for _, u := range p.Props.User {
+				if u.Key == "sx-index" {
+					m.Index, _ = strconv.ParseUint(u.Value, 10, 64)
+				}
+			}
 			switch p.QoS {
 			case 0:
 				cl.Msgs <- m
@@ -174,6 +183,8 @@ func (cl *Client) read(r *packet.Reader) {
 				_ = cl.send(&packet.Ack{Kind: packet.PUBREC, PacketID: p.PacketID})
 			}
 		case *packet.Ack:
+			a := *p // the reader reuses its packets; waiters may read theirs later
+			p = &a
 			switch p.Kind {
 			case packet.PUBREL:
 				cl.mu.Lock()
@@ -190,7 +201,9 @@ func (cl *Client) read(r *packet.Reader) {
 				cl.complete(p.PacketID, p)
 			}
 		case *packet.Suback:
-			cl.complete(p.PacketID, p)
+			sa := *p
+			sa.Codes = append([]packet.ReasonCode(nil), p.Codes...)
+			cl.complete(p.PacketID, &sa)
 		case *packet.Unsuback:
 			cl.complete(p.PacketID, p)
 		case *packet.Disconnect:
@@ -248,8 +261,28 @@ func (cl *Client) wait(ch chan packet.Packet, what string) (packet.Packet, error
 // one is granted.
 func (cl *Client) Subscribe(qos byte, filters ...string) {
 	cl.T.Helper()
+	cl.SubscribeWith(nil, qos, filters...)
+}
+
+// SubscribeWith is Subscribe with user properties on the SUBSCRIBE (such
+// as sx-from).
+func (cl *Client) SubscribeWith(user map[string]string, qos byte, filters ...string) {
+	cl.T.Helper()
+	for i, c := range cl.SubscribeCodes(user, qos, filters...) {
+		if c.IsError() {
+			cl.T.Fatalf("clustertest: %s: subscribe %q refused: %v", cl.ID, filters[i], c)
+		}
+	}
+}
+
+// SubscribeCodes subscribes and returns the SUBACK's reason codes.
+func (cl *Client) SubscribeCodes(user map[string]string, qos byte, filters ...string) []packet.ReasonCode {
+	cl.T.Helper()
 	id, ch := cl.expect()
 	sub := &packet.Subscribe{PacketID: id}
+	for k, v := range user {
+		sub.Props.User = append(sub.Props.User, packet.UserProperty{Key: k, Value: v})
+	}
 	for _, f := range filters {
 		sub.Subs = append(sub.Subs, packet.Subscription{Filter: f, QoS: qos})
 	}
@@ -260,11 +293,7 @@ func (cl *Client) Subscribe(qos byte, filters ...string) {
 	if err != nil {
 		cl.T.Fatal(err)
 	}
-	for i, c := range p.(*packet.Suback).Codes {
-		if c.IsError() {
-			cl.T.Fatalf("clustertest: %s: subscribe %q refused: %v", cl.ID, filters[i], c)
-		}
-	}
+	return append([]packet.ReasonCode(nil), p.(*packet.Suback).Codes...)
 }
 
 // Unsubscribe removes subscriptions.
@@ -306,6 +335,45 @@ func (cl *Client) TryPublish(topic string, qos byte, retain bool, payload string
 		return 0, err
 	}
 	return ack.(*packet.Ack).ReasonCode, nil
+}
+
+// PublishAsync sends a QoS 1/2 PUBLISH without waiting for its
+// acknowledgement (a publisher's in-flight window); the result receives the
+// acknowledgement's reason code, or an error when the connection ends or
+// Timeout passes first. dup sets the DUP flag with the given packet id (a
+// retransmission; 0: a new packet id).
+func (cl *Client) PublishAsync(topic string, qos byte, payload string, dupID uint16) (packetID uint16, result <-chan AckResult) {
+	out := make(chan AckResult, 1)
+	p := &packet.Publish{Topic: topic, QoS: qos, Payload: []byte(payload)}
+	var ch chan packet.Packet
+	if dupID != 0 {
+		p.PacketID, p.Dup = dupID, true
+		ch = make(chan packet.Packet, 1)
+		cl.mu.Lock()
+		cl.mu.pending[dupID] = ch
+		cl.mu.Unlock()
+	} else {
+		p.PacketID, ch = cl.expect()
+	}
+	if err := cl.send(p); err != nil {
+		out <- AckResult{Err: err}
+		return p.PacketID, out
+	}
+	go func() {
+		ack, err := cl.wait(ch, "publish acknowledgement")
+		if err != nil {
+			out <- AckResult{Err: err}
+			return
+		}
+		out <- AckResult{Code: ack.(*packet.Ack).ReasonCode}
+	}()
+	return p.PacketID, out
+}
+
+// AckResult is the outcome of an asynchronous publish.
+type AckResult struct {
+	Code packet.ReasonCode
+	Err  error
 }
 
 // Next waits for the next message.

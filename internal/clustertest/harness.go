@@ -42,6 +42,11 @@ type Options struct {
 	Seed uint64
 	// Cluster adjusts each node's cluster layer config before it starts.
 	Cluster func(*cluster.Config)
+	// GroupSegmentBytes sets node.Options.GroupSegmentBytes.
+	GroupSegmentBytes int64
+	// BreakAfter is how long a connection stalled by a cut lasts before the
+	// network resets it (memnet.Options.BreakAfter; default 10 s).
+	BreakAfter time.Duration
 }
 
 // Cluster is a set of in-process nodes on one memnet network, each built
@@ -88,7 +93,7 @@ func Start(t *testing.T, n int, rtt [][]time.Duration, opts ...func(*Options)) *
 		o.Seed = 1
 	}
 	t.Logf("clustertest: %d nodes, seed %d", n, o.Seed)
-	c := &Cluster{T: t, opts: o, Net: memnet.New(memnet.Options{Seed: o.Seed, DefaultRTT: time.Millisecond}), log: testLogger()}
+	c := &Cluster{T: t, opts: o, Net: memnet.New(memnet.Options{Seed: o.Seed, DefaultRTT: time.Millisecond, BreakAfter: o.BreakAfter}), log: testLogger()}
 	if rtt != nil {
 		if err := c.Net.SetMatrix(c.hosts(n), rtt); err != nil {
 			t.Fatal(err)
@@ -191,7 +196,7 @@ func (n *Node) start() error {
 	c := n.c
 	nd, err := node.New(n.nodeConfig(), node.Options{
 		Log: c.log.With("node", n.ID), Version: "test", Network: c.Net.Host(n.Host),
-		Seed: c.opts.Seed + uint64(n.Index), Ephemeral: !c.opts.Store,
+		Seed: c.opts.Seed + uint64(n.Index), Ephemeral: !c.opts.Store, GroupSegmentBytes: c.opts.GroupSegmentBytes,
 		Cluster: func(cfg *cluster.Config) {
 			cfg.Peer = c.opts.Peer
 			if c.opts.Cluster != nil {
@@ -259,8 +264,14 @@ func (c *Cluster) Restart(i int) {
 // Partition cuts nodes i and j apart; Heal undoes it.
 func (c *Cluster) Partition(i, j int) { c.Net.Partition(hostOf(i), hostOf(j)) }
 
-// Heal undoes Partition(i, j).
+// Heal undoes Partition(i, j) and CutOneWay between i and j either way.
 func (c *Cluster) Heal(i, j int) { c.Net.Heal(hostOf(i), hostOf(j)) }
+
+// CutOneWay cuts the traffic from node i to node j only.
+func (c *Cluster) CutOneWay(i, j int) { c.Net.CutOneWay(hostOf(i), hostOf(j)) }
+
+// Break resets the connections between nodes i and j (nothing stays cut).
+func (c *Cluster) Break(i, j int) { c.Net.Break(hostOf(i), hostOf(j)) }
 
 // Isolate cuts node i off from every other node (its clients, on its own
 // host, still reach it).

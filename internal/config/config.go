@@ -16,7 +16,7 @@ var ErrInvalid = errors.New("config: invalid")
 // value Default() gives it. An empty address disables that listener.
 type Config struct {
 	NodeID  string `name:"node-id" yaml:"node-id" default:"" help:"Node id, unique in the cluster (default: the host name)."`
-	DataDir string `name:"data-dir" yaml:"data-dir" default:"./sextant-data" help:"Directory for the node's durable state."`
+	DataDir string `name:"data-dir" yaml:"data-dir" default:"./sextant-data" help:"Directory for the node's durable state: sextant.db (sessions, queues, retained messages), meta/ (the metadata group) and groups/ (one directory per placement group replicated here: its Raft log, snapshots and topic log)."`
 
 	ClusterAddr   string   `name:"cluster-addr" yaml:"cluster-addr" default:"" help:"HOST:PORT (TCP and UDP) for gossip, metadata and node-to-node links; empty runs the node alone."`
 	Join          []string `name:"join" yaml:"join" default:"" sep:"," help:"Cluster addresses of nodes to join (HOST:PORT,...); empty starts a new cluster."`
@@ -80,8 +80,25 @@ type Config struct {
 	WriteTimeout      time.Duration `name:"write-timeout" yaml:"write-timeout" default:"30s" help:"A client that accepts no bytes for this long is disconnected."`
 	SysInterval       time.Duration `name:"sys-interval" yaml:"sys-interval" default:"10s" help:"How often $SYS/ statistics are published (0 disables)."`
 
+	PlacementPolicy   string        `name:"placement-policy" yaml:"placement-policy" default:"center" enum:"center,centroid,allpairs,hash,publisher" help:"How the placement manager ranks homes for a sequenced topic's group: center (smallest enclosing ball of its clients' coordinates), centroid (ePulsar's rule), allpairs (worst producer-consumer pair), hash (latency-agnostic), publisher (the busiest publisher's node). See docs/placement.md."`
+	PlacementInterval time.Duration `name:"placement-interval" yaml:"placement-interval" default:"5s" help:"How often every node reports its load and its sequenced topics' clients to the metadata leader, and the leader's placement manager plans (an overload or a latency violation is looked at sooner, at most every fifth of it)."`
+	PlacementOverload int           `name:"placement-overload-percent" yaml:"placement-overload-percent" default:"85" help:"CPU, memory or network utilisation, in percent, above which a node is overloaded and sheds its busiest sequenced topics' groups (only when moving them can bring it under)."`
+	PlacementMaxOut   int           `name:"placement-max-out-rate" yaml:"placement-max-out-rate" default:"0" help:"Messages per second a node may send before it is overloaded (0: no limit)."`
+	PlacementNetwork  int64         `name:"placement-network-capacity" yaml:"placement-network-capacity" default:"0" help:"Bytes per second the node's network carries; its network utilisation is its client and peer traffic over this (0: not measured, never an overload)."`
+	PlacementMargin   time.Duration `name:"placement-margin" yaml:"placement-margin" default:"2ms" help:"Hysteresis: a group moves for latency only if its new home's estimated worst-case latency is lower by more than this and by more than placement-margin-percent."`
+	PlacementMarginPc int           `name:"placement-margin-percent" yaml:"placement-margin-percent" default:"5" help:"Hysteresis: the least gain, in percent of the current estimate, for a move for latency."`
+	PlacementConfirm  int           `name:"placement-confirm" yaml:"placement-confirm" default:"3" help:"Hysteresis: planning rounds (placement-interval apart) a move for latency must be indicated in, towards the same node, before it is decided (1: at once)."`
+	PlacementCooldown time.Duration `name:"placement-cooldown" yaml:"placement-cooldown" default:"30s" help:"Hysteresis: after a group moves it is not moved again for latency or load for this long (rounded up to whole placement-intervals)."`
+
 	DrainTimeout    time.Duration `name:"drain-timeout" yaml:"drain-timeout" default:"15s" help:"On SIGTERM or a drain, how long to wait for connected persistent sessions to be taken over by other nodes before stopping (0: do not wait; a node running alone never waits)."`
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" yaml:"shutdown-timeout" default:"30s" help:"Bound on the whole stop after SIGTERM, drain included: past it the process exits with what is not yet closed. Keep it below the service manager's stop timeout."`
+
+	ReplicationTiming string        `name:"replication-timing" yaml:"replication-timing" default:"lan" enum:"lan,wan" help:"Raft timing of replicated placement groups (sequenced topics with replicas 3 or 5): lan (replicas in one region; a dead home is replaced in about 0.3 s) or wan (replicas across regions; a few seconds)."`
+	MaxGroups         int           `name:"max-groups" yaml:"max-groups" default:"256" help:"Placement groups this node may replicate (its group budget): a node at its budget is not chosen as a new group's home or replica, and opens no more. Each replicated group costs heartbeats and memory whether it is used or not (docs/design/replication.md)."`
+	RetentionMessages int64         `name:"retention-messages" yaml:"retention-messages" default:"100000" help:"History kept per sequenced topic whose policy rule sets no retention: at least this many messages (0: no count bound). Applies to groups created afterwards."`
+	RetentionAge      time.Duration `name:"retention-age" yaml:"retention-age" default:"24h" help:"History kept per sequenced topic whose policy rule sets no retention: messages at least this young (0: no age bound). A message goes once either bound lets it go; both 0 keeps everything."`
+	RetentionInterval time.Duration `name:"retention-interval" yaml:"retention-interval" default:"1m" help:"How often a placement group's home applies its retention bounds."`
+	SequencedInflight int           `name:"sequenced-inflight" yaml:"sequenced-inflight" default:"4096" help:"Sequenced publishes an access node keeps unacknowledged per placement group; beyond it QoS 1/2 publishers wait for room (up to slow-consumer-timeout, then the publish fails with 0x97) and QoS 0 messages are dropped, counted."`
 }
 
 // Validate checks the whole config and returns every problem found, joined.
@@ -191,6 +208,31 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessionExpiry < 0 || c.SysInterval < 0 || c.FsyncInterval < 0 || c.AuthFailDelay < 0 || c.DrainTimeout < 0 {
 		bad("durations", "must not be negative")
+	}
+	oneOf("replication-timing", c.ReplicationTiming, "lan", "wan")
+	positive("max-groups", c.MaxGroups)
+	positive("sequenced-inflight", c.SequencedInflight)
+	if c.RetentionMessages < 0 || c.RetentionAge < 0 {
+		bad("retention", "retention-messages and retention-age must not be negative (0: no bound)")
+	}
+	if c.RetentionInterval <= 0 {
+		bad("retention-interval", "must be positive")
+	}
+	oneOf("placement-policy", c.PlacementPolicy, "center", "centroid", "allpairs", "hash", "publisher")
+	if c.PlacementInterval < 100*time.Millisecond || c.PlacementInterval > time.Hour {
+		bad("placement-interval", "%v is outside 100ms..1h", c.PlacementInterval)
+	}
+	if c.PlacementOverload < 1 || c.PlacementOverload > 100 {
+		bad("placement-overload-percent", "%d is outside 1..100", c.PlacementOverload)
+	}
+	if c.PlacementMarginPc < 0 || c.PlacementMarginPc > 100 {
+		bad("placement-margin-percent", "%d is outside 0..100", c.PlacementMarginPc)
+	}
+	if c.PlacementConfirm < 1 || c.PlacementConfirm > 1000 {
+		bad("placement-confirm", "%d is outside 1..1000 rounds", c.PlacementConfirm)
+	}
+	if c.PlacementMaxOut < 0 || c.PlacementNetwork < 0 || c.PlacementMargin < 0 || c.PlacementCooldown < 0 {
+		bad("placement", "placement-max-out-rate, placement-network-capacity, placement-margin and placement-cooldown must not be negative")
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive")

@@ -123,3 +123,33 @@ func TestDecodeErrorsNameKeyAndForm(t *testing.T) {
 		t.Fatalf("join as a list, an empty node-id: %q %q %v", c.Join, c.NodeID, err)
 	}
 }
+
+func TestPlacementKeys(t *testing.T) {
+	c := Default()
+	if c.PlacementPolicy != "center" || c.PlacementInterval != 5*time.Second || c.PlacementOverload != 85 ||
+		c.PlacementConfirm != 3 || c.PlacementCooldown != 30*time.Second || c.PlacementMargin != 2*time.Millisecond {
+		t.Fatalf("defaults: %+v", c)
+	}
+	for key, mutate := range map[string]func(*Config){
+		"placement-policy":           func(c *Config) { c.PlacementPolicy = "oracle" },
+		"placement-interval":         func(c *Config) { c.PlacementInterval = time.Millisecond },
+		"placement-overload-percent": func(c *Config) { c.PlacementOverload = 120 },
+		"placement-margin-percent":   func(c *Config) { c.PlacementMarginPc = -1 },
+		"placement-confirm":          func(c *Config) { c.PlacementConfirm = 0 },
+		"placement-cooldown":         func(c *Config) { c.PlacementCooldown = -time.Second },
+		"placement-network-capacity": func(c *Config) { c.PlacementNetwork = -1 },
+	} {
+		c := Default()
+		mutate(&c)
+		err := c.Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	if err := Decode(strings.NewReader("placement-policy: allpairs\nplacement-network-capacity: 125000000\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.PlacementPolicy != "allpairs" || c.PlacementNetwork != 125_000_000 {
+		t.Fatalf("not applied: %+v", c)
+	}
+}

@@ -22,7 +22,9 @@ var sections = []struct{ first, title string }{
 	{"LogLevel", "Logging"},
 	{"Fsync", "Durability"},
 	{"MaxConnections", "Limits"},
+	{"PlacementPolicy", "Placement of sequenced topics"},
 	{"DrainTimeout", "Stopping and draining"},
+	{"ReplicationTiming", "Sequenced topics"},
 }
 
 // referenceIntro opens docs/configuration.md.

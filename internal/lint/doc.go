@@ -2,8 +2,8 @@
 // (see lint_test.go). It has no production code and nothing imports it.
 //
 // Import rules: pure cores (the codec, topic, router, retained index,
-// coords, placement, the metadata FSM, the cluster layer's routing table
-// and hybrid logical clock) reach no I/O package, directly or through the
+// coords, placement, monitor, the metadata FSM, the cluster layer's routing
+// table and hybrid logical clock) reach no I/O package, directly or through the
 // module's packages they import; only cmd/sextant (and tests) import
 // internal/node, the composition root; production code never imports a
 // test harness (brokertest, clustertest, memnet, tlstest, packettest,

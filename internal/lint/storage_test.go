@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,4 +46,37 @@ func isStorage(dir string) bool {
 		}
 	}
 	return false
+}
+
+// stateMachines sit between the storage layers and the network: a
+// replicated state machine may reach the disk through the topic log, but
+// neither the network, Raft nor the replication layer (its adapter to the
+// replication seam lives in a package of its own), directly or through the
+// packages it imports. Like the pure cores it reads no clock: time comes in
+// its entries.
+var stateMachines = []string{
+	"internal/sequencer",
+}
+
+var forbiddenInStateMachines = []string{
+	"net", "net/http", "syscall",
+	"github.com/hashicorp/raft", "github.com/hashicorp/raft-wal", "github.com/hashicorp/raft-wal/",
+	"github.com/hashicorp/serf/serf", "github.com/hashicorp/memberlist",
+	"internal/replication", "internal/peer", "internal/netx", "internal/membership", "internal/meta",
+	"internal/broker", "internal/cluster", "internal/cluster/", "internal/delivery", "internal/node", "internal/clock",
+}
+
+func TestStateMachinesStayBelowTheNetwork(t *testing.T) {
+	files := loadFiles(t)
+	for _, v := range coreViolations(importGraph(t, files), stateMachines, forbiddenInStateMachines) {
+		t.Error(strings.Replace(v, "pure core", "state machine", 1))
+	}
+	for _, f := range files {
+		if f.test || !slices.Contains(stateMachines, f.dir) {
+			continue
+		}
+		for _, call := range clockCalls(f) {
+			t.Errorf("%s: state machine calls time.%s; take time from the entries", call.pos, call.name)
+		}
+	}
 }

@@ -179,6 +179,10 @@ func (c *limitedConn) Close() error {
 // NetConn returns the accepted connection.
 func (c *limitedConn) NetConn() net.Conn { return c.Conn }
 
+// PassThrough returns the accepted connection, to which this one passes
+// bytes unchanged: the session may then read and write its socket directly.
+func (c *limitedConn) PassThrough() net.Conn { return c.Conn }
+
 // ConnectRateExceeded reports whether the connection came over the CONNECT
 // rate of its address (the session refuses it with 0x9F).
 func (c *limitedConn) ConnectRateExceeded() bool { return c.rateExceeded }

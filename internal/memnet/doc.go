@@ -1,8 +1,9 @@
 // Package memnet is an in-memory network for tests and the geo emulator: stream
 // connections (net.Conn / net.Listener) and datagrams (net.PacketConn) between
 // "ip:port" addresses, with a one-way latency per host pair (half the
-// configured round-trip time), per-link packet loss, partitions and host
-// isolation, all changeable while the network runs.
+// configured round-trip time), per-link packet loss, two-way and one-way
+// partitions per host pair, connection breaks and host isolation, all
+// changeable while the network runs.
 //
 // Latency is implemented with timers from package time, so a Network created
 // inside a testing/synctest bubble runs on the bubble's fake clock: a gossip
@@ -24,6 +25,11 @@
 //     are dropped, and existing streams across the cut stall; a stream still
 //     cut after Options.BreakAfter is reset (ErrReset on both ends). Healing
 //     before that resumes delivery, one one-way latency after the heal.
+//   - CutOneWay(from, to) cuts one direction only: datagrams and stream data
+//     that way are held up as above, the other way flows, and new streams
+//     cannot open (a handshake needs both ways); Heal(a, b) undoes cuts in
+//     both directions. Break(a, b) resets the streams open between two hosts
+//     without cutting anything, as a connection dropped by a middlebox.
 //   - Deadlines follow net.Conn: an expired deadline fails the call with an
 //     error for which errors.Is(err, os.ErrDeadlineExceeded) holds.
 //

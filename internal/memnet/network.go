@@ -98,7 +98,7 @@ type Network struct {
 		closed    bool
 		oneway    map[pair]time.Duration
 		loss      map[link]float64
-		cut       map[link]bool
+		cut       map[pair]bool // traffic from pair.from to pair.to is cut
 		isolated  map[string]bool
 		listeners map[string]*Listener
 		packets   map[string]*PacketConn
@@ -113,7 +113,7 @@ func New(opts Options) *Network {
 	n := &Network{opts: opts.withDefaults()}
 	n.mu.oneway = map[pair]time.Duration{}
 	n.mu.loss = map[link]float64{}
-	n.mu.cut = map[link]bool{}
+	n.mu.cut = map[pair]bool{}
 	n.mu.isolated = map[string]bool{}
 	n.mu.listeners = map[string]*Listener{}
 	n.mu.packets = map[string]*PacketConn{}
@@ -196,12 +196,18 @@ func (n *Network) oneway(a, b string) time.Duration {
 	return n.onewayLocked(a, b)
 }
 
-// reachableLocked reports whether traffic flows between hosts a and b.
+// reachableLocked reports whether traffic flows from host a to host b.
 func (n *Network) reachableLocked(a, b string) bool {
 	if a == b {
 		return true
 	}
-	return !n.mu.isolated[a] && !n.mu.isolated[b] && !n.mu.cut[linkOf(a, b)]
+	return !n.mu.isolated[a] && !n.mu.isolated[b] && !n.mu.cut[pair{a, b}]
+}
+
+// connectedLocked reports whether traffic flows both ways between hosts a
+// and b, as a new stream's handshake needs.
+func (n *Network) connectedLocked(a, b string) bool {
+	return n.reachableLocked(a, b) && n.reachableLocked(b, a)
 }
 
 // RTT returns the round-trip time currently configured between two hosts.
@@ -259,12 +265,49 @@ func (n *Network) SetLoss(a, b string, p float64) {
 
 // Partition cuts hosts a and b apart in both directions.
 func (n *Network) Partition(a, b string) {
-	n.control(func() { n.mu.cut[linkOf(a, b)] = true })
+	n.control(func() {
+		n.mu.cut[pair{a, b}] = true
+		n.mu.cut[pair{b, a}] = true
+	})
 }
 
-// Heal undoes Partition(a, b). Isolation of either host stays in force.
+// CutOneWay cuts the traffic from host from to host to, and only that
+// direction: datagrams from `from` to `to` are lost, streams between them
+// stall in that direction (and are reset after Options.BreakAfter, as a TCP
+// connection whose segments go unacknowledged), new streams between them
+// cannot be opened (a handshake needs both directions), and traffic from
+// `to` to `from` still flows.
+func (n *Network) CutOneWay(from, to string) {
+	n.control(func() { n.mu.cut[pair{from, to}] = true })
+}
+
+// Heal undoes Partition(a, b) and CutOneWay in either direction between a
+// and b. Isolation of either host stays in force.
 func (n *Network) Heal(a, b string) {
-	n.control(func() { delete(n.mu.cut, linkOf(a, b)) })
+	n.control(func() {
+		delete(n.mu.cut, pair{a, b})
+		delete(n.mu.cut, pair{b, a})
+	})
+}
+
+// Break resets every stream open between hosts a and b now, on both ends
+// (ErrReset), as a connection dropped by a middlebox or a restarted
+// router: nothing is cut, so new streams can be opened at once.
+func (n *Network) Break(a, b string) {
+	n.ctl.Lock()
+	defer n.ctl.Unlock()
+	n.mu.Lock()
+	var ss []*stream
+	for s := range n.mu.streams {
+		h0, h1 := s.addr[0].Host, s.addr[1].Host
+		if (h0 == a && h1 == b) || (h0 == b && h1 == a) {
+			ss = append(ss, s)
+		}
+	}
+	n.mu.Unlock()
+	for _, s := range ss {
+		s.reset(ErrReset)
+	}
 }
 
 // Isolate cuts host from every other host, including hosts that appear later.
@@ -292,7 +335,7 @@ func (n *Network) control(change func()) {
 	defer n.ctl.Unlock()
 	type effect struct {
 		s       *stream
-		blocked bool
+		blocked [2]bool // direction i (what side i writes) is cut
 		oneway  [2]time.Duration
 	}
 	n.mu.Lock()
@@ -300,8 +343,11 @@ func (n *Network) control(change func()) {
 	effects := make([]effect, 0, len(n.mu.streams))
 	for s := range n.mu.streams {
 		effects = append(effects, effect{
-			s:       s,
-			blocked: !n.reachableLocked(s.addr[0].Host, s.addr[1].Host),
+			s: s,
+			blocked: [2]bool{
+				!n.reachableLocked(s.addr[0].Host, s.addr[1].Host),
+				!n.reachableLocked(s.addr[1].Host, s.addr[0].Host),
+			},
 			oneway: [2]time.Duration{
 				n.onewayLocked(s.addr[0].Host, s.addr[1].Host),
 				n.onewayLocked(s.addr[1].Host, s.addr[0].Host),

@@ -44,8 +44,8 @@ type stream struct {
 		sync.Mutex
 		dir     [2]half
 		ep      [2]endpoint
-		stalled bool
-		err     error // once set, the stream is reset and every call fails
+		stalled [2]bool // direction i (what side i writes) is cut
+		err     error   // once set, the stream is reset and every call fails
 		breaker *time.Timer
 		changed chan struct{} // closed and replaced on every state change
 	}
@@ -87,22 +87,19 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// setStalled stops or resumes delivery after a topology change. oneway[i]
-// is the latency of direction i.
-func (s *stream) setStalled(blocked bool, oneway [2]time.Duration) {
+// setStalled stops or resumes delivery in each direction after a topology
+// change: blocked[i] and oneway[i] are the state and the latency of
+// direction i. A stream stalled in either direction is reset after
+// BreakAfter unless it heals first.
+func (s *stream) setStalled(blocked [2]bool, oneway [2]time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.err != nil || s.mu.stalled == blocked {
 		return
 	}
-	s.mu.stalled = blocked
-	if blocked {
-		s.mu.breaker = time.AfterFunc(s.nw.opts.BreakAfter, func() { s.reset(ErrReset) })
-	} else {
-		s.mu.breaker.Stop()
-		s.mu.breaker = nil
-		now := time.Now()
-		for i := range s.mu.dir {
+	now := time.Now()
+	for i := range s.mu.dir {
+		if s.mu.stalled[i] && !blocked[i] {
 			h := &s.mu.dir[i]
 			floor := now.Add(oneway[i])
 			for j := range h.segs {
@@ -114,6 +111,15 @@ func (s *stream) setStalled(blocked bool, oneway [2]time.Duration) {
 				h.last = floor
 			}
 		}
+	}
+	s.mu.stalled = blocked
+	anyBlocked := blocked[0] || blocked[1]
+	switch {
+	case anyBlocked && s.mu.breaker == nil:
+		s.mu.breaker = time.AfterFunc(s.nw.opts.BreakAfter, func() { s.reset(ErrReset) })
+	case !anyBlocked && s.mu.breaker != nil:
+		s.mu.breaker.Stop()
+		s.mu.breaker = nil
 	}
 	s.notifyLocked()
 }
@@ -171,9 +177,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", err)
 		}
 		in := &s.mu.dir[1-c.side]
+		stalled := s.mu.stalled[1-c.side]
 		now := time.Now()
 		n := 0
-		for !s.mu.stalled && len(in.segs) > 0 && !in.segs[0].at.After(now) && n < len(b) {
+		for !stalled && len(in.segs) > 0 && !in.segs[0].at.After(now) && n < len(b) {
 			seg := &in.segs[0]
 			if seg.fin {
 				break
@@ -195,7 +202,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			s.mu.Unlock()
 			return n, nil
 		}
-		due := !s.mu.stalled && len(in.segs) > 0 && !in.segs[0].at.After(now)
+		due := !stalled && len(in.segs) > 0 && !in.segs[0].at.After(now)
 		if due && in.segs[0].fin {
 			s.mu.Unlock()
 			return 0, io.EOF
@@ -205,7 +212,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		wake := ep.rdl
-		if !s.mu.stalled && len(in.segs) > 0 {
+		if !stalled && len(in.segs) > 0 {
 			wake = earliest(wake, in.segs[0].at)
 		}
 		ch := s.mu.changed
@@ -442,7 +449,7 @@ func (n *Network) Dial(ctx context.Context, from, to string) (net.Conn, error) {
 		n.mu.Unlock()
 		return nil, opError("dial", src, dst, net.ErrClosed)
 	}
-	if !n.reachableLocked(src.Host, dst.Host) {
+	if !n.connectedLocked(src.Host, dst.Host) {
 		n.mu.Unlock()
 		<-ctx.Done()
 		return nil, opError("dial", src, dst, ctx.Err())

@@ -461,3 +461,141 @@ func TestNetworkClose(t *testing.T) {
 		}
 	})
 }
+
+// TestCutOneWay: a one-way cut stalls only its direction of a live stream
+// (the other keeps flowing), drops datagrams only that way, refuses new
+// streams (their handshake needs both directions), resets a stream still
+// cut after BreakAfter, and Heal resumes the stalled direction.
+func TestCutOneWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := New(Options{BreakAfter: 5 * time.Second})
+		defer nw.Close()
+		nw.SetRTT(hostA, hostB, 10*time.Millisecond)
+		c, s := pipe(t, nw)
+		nw.CutOneWay(hostA, hostB)
+		if _, err := c.Write([]byte("held")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write([]byte("flows")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readN(t, c, 5); string(got) != "flows" {
+			t.Fatalf("b->a across an a->b cut: %q", got)
+		}
+		got := make(chan string, 1)
+		go func() { got <- string(readN(t, s, 4)) }()
+		time.Sleep(time.Second) // lint:sleep-ok advances the bubble's fake clock while cut
+		synctest.Wait()
+		select {
+		case g := <-got:
+			t.Fatalf("%q crossed a one-way cut", g)
+		default:
+		}
+
+		pa, pb := listenPacket(t, nw, hostA+":1"), listenPacket(t, nw, hostB+":1")
+		if _, err := pa.WriteTo([]byte("x"), pb.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pb.WriteTo([]byte("y"), pa.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1)
+		if _, _, err := pa.ReadFrom(buf); err != nil || buf[0] != 'y' {
+			t.Fatalf("datagram b->a: %q, %v", buf, err)
+		}
+		_ = pb.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, _, err := pb.ReadFrom(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("datagram a->b across the cut: %v, want none", err)
+		}
+
+		for _, dir := range [][2]string{{hostA, hostB}, {hostB, hostA}} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if _, err := nw.Dial(ctx, dir[0], dir[1]+":7000"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("dial %s->%s across a one-way cut: %v, want the context's deadline", dir[0], dir[1], err)
+			}
+			cancel()
+		}
+
+		healed := time.Now()
+		nw.Heal(hostA, hostB)
+		if g := <-got; g != "held" {
+			t.Fatalf("after heal: %q", g)
+		}
+		if d := time.Since(healed); d != 5*time.Millisecond {
+			t.Errorf("delivered %v after heal, want the one-way latency (5ms)", d)
+		}
+
+		// Cut again and leave it: the stream is reset after BreakAfter.
+		nw.CutOneWay(hostB, hostA)
+		start := time.Now()
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrReset) {
+			t.Fatalf("read across a lasting cut: %v, want ErrReset", err)
+		}
+		if d := time.Since(start); d != 5*time.Second {
+			t.Errorf("reset after %v, want BreakAfter (5s)", d)
+		}
+	})
+}
+
+// TestBreakResetsStreamsOnly: Break resets the streams between two hosts,
+// leaves others alone, and new streams open at once.
+func TestBreakResetsStreamsOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := New(Options{})
+		defer nw.Close()
+		nw.SetRTT(hostA, hostB, 10*time.Millisecond)
+		c, s := pipe(t, nw)
+		ln, err := nw.Listen(hostC + ":7000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		other, err := nw.Dial(context.Background(), hostA, hostC+":7000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		oc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nw.Break(hostB, hostA)
+		if _, err := s.Read(make([]byte, 1)); !errors.Is(err, ErrReset) {
+			t.Fatalf("read after Break: %v, want ErrReset", err)
+		}
+		if _, err := c.Write([]byte("x")); !errors.Is(err, ErrReset) {
+			t.Fatalf("write after Break: %v, want ErrReset", err)
+		}
+		if _, err := other.Write([]byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readN(t, oc, 2); string(got) != "ok" {
+			t.Fatalf("stream a-c after Break(a, b): %q", got)
+		}
+		c2, s2 := pipe2(t, nw)
+		if _, err := c2.Write([]byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readN(t, s2, 3); string(got) != "new" {
+			t.Fatalf("new stream after Break: %q", got)
+		}
+	})
+}
+
+// pipe2 is pipe on another port of hostB.
+func pipe2(t *testing.T, nw *Network) (c, s net.Conn) {
+	t.Helper()
+	ln, err := nw.Listen(hostB + ":7001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	c, err = nw.Dial(context.Background(), hostA, hostB+":7001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}

@@ -48,6 +48,11 @@
 //     city pairs), so a heartbeat round trip plus a lost packet or two must
 //     fit well inside the timeout; failover then takes a few seconds.
 //
+// Placement groups (groups.go): CreateGroup, SetGroupHome, SetGroupMembers
+// and DeleteGroup propose the group commands and wait until this node's
+// copy holds their effect; a create that lost the race returns the record
+// that won, a stale epoch the current record.
+//
 // Reads: State returns this node's copy of the state, without a round trip.
 // It may lag the leader (on a non-voter, or a partitioned follower); Wait
 // blocks until a given log index is applied locally, which gives

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // Forwarded request ops.
@@ -166,7 +167,7 @@ func (m *Meta) forward(ctx context.Context, addr string, req request) (response,
 	if _, err := c.Write([]byte{kindForward}); err != nil {
 		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
 	}
-	sc, err := secure(ctx, c, m.cfg.TLS, false) // c stays the raw connection the closers above hold
+	sc, err := netx.Secure(ctx, c, m.cfg.TLS, false) // c stays the raw connection the closers above hold
 	if err != nil {
 		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,62 +25,26 @@ const helloTimeout = 10 * time.Second
 
 // raftLayer is the raft.StreamLayer over the group's listener: Accept yields
 // the connections the accept loop classified as Raft's, Dial sends the kind
-// byte first. It tracks its connections so that Close (called when Raft's
-// transport closes) ends them and the goroutines reading them.
+// byte first. Its Streams track every connection, so that Close (called
+// when Raft's transport closes) ends them and the goroutines reading them.
 type raftLayer struct {
-	addr     net.Addr
-	dial     netx.DialFunc
-	tls      *tls.Config   // nil: plain
-	incoming chan net.Conn // from the accept loop; never closed
-	done     chan struct{}
-	once     sync.Once
-
-	mu struct {
-		sync.Mutex
-		conns map[net.Conn]struct{}
-	}
+	*netx.Streams
+	addr net.Addr
+	dial netx.DialFunc
+	tls  *tls.Config // nil: plain
 }
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
 
 func newRaftLayer(addr string, dial netx.DialFunc, tlsCfg *tls.Config) *raftLayer {
-	l := &raftLayer{
-		addr:     stringAddr(addr),
-		dial:     dial,
-		tls:      tlsCfg,
-		incoming: make(chan net.Conn),
-		done:     make(chan struct{}),
-	}
-	l.mu.conns = map[net.Conn]struct{}{}
-	return l
-}
-
-// offer hands an accepted Raft connection to Accept; false once closed.
-func (l *raftLayer) offer(ctx context.Context, c net.Conn) bool {
-	select {
-	case l.incoming <- c:
-		return true
-	case <-l.done:
-	case <-ctx.Done():
-	}
-	return false
-}
-
-// Accept returns the next inbound Raft connection.
-func (l *raftLayer) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.incoming:
-		return l.track(c)
-	case <-l.done:
-		return nil, fmt.Errorf("meta: raft stream layer: %w", net.ErrClosed)
-	}
+	return &raftLayer{Streams: netx.NewStreams("meta: raft stream layer"), addr: stringAddr(addr), dial: dial, tls: tlsCfg}
 }
 
 // Dial opens a Raft connection to address.
 func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	select {
-	case <-l.done:
-		return nil, fmt.Errorf("meta: raft stream layer: %w", net.ErrClosed)
+	case <-l.Done():
+		return nil, l.ErrClosed()
 	default:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -95,83 +58,26 @@ func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 		_ = c.Close()
 		return nil, fmt.Errorf("meta: raft dial %s: %w", address, err)
 	}
-	if c, err = secure(ctx, c, l.tls, false); err != nil {
+	if c, err = netx.Secure(ctx, c, l.tls, false); err != nil {
 		return nil, fmt.Errorf("meta: raft dial %s: %w", address, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	return l.track(c)
-}
-
-func (l *raftLayer) track(c net.Conn) (net.Conn, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.conns == nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("meta: raft stream layer: %w", net.ErrClosed)
-	}
-	tc := &trackedConn{Conn: c, layer: l}
-	l.mu.conns[tc] = struct{}{}
-	return tc, nil
-}
-
-func (l *raftLayer) forget(c net.Conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.mu.conns, c)
+	return l.Track(c)
 }
 
 // Close stops Accept and closes every Raft connection.
 func (l *raftLayer) Close() error {
-	l.once.Do(func() {
-		close(l.done)
-		l.mu.Lock()
-		conns := l.mu.conns
-		l.mu.conns = nil
-		l.mu.Unlock()
-		for c := range conns {
-			_ = c.(*trackedConn).Conn.Close()
-		}
-	})
+	l.Streams.Close()
 	return nil
 }
 
 // Addr is the group address of this node.
 func (l *raftLayer) Addr() net.Addr { return l.addr }
 
-type trackedConn struct {
-	net.Conn
-	layer *raftLayer
-}
-
-func (c *trackedConn) Close() error {
-	c.layer.forget(c)
-	return c.Conn.Close()
-}
-
 type stringAddr string
 
 func (a stringAddr) Network() string { return "meta" }
 func (a stringAddr) String() string  { return string(a) }
-
-// secure runs the TLS handshake on c after its kind byte, as the server
-// for an accepted connection, when the group uses TLS (cfg not nil). On
-// failure c is closed.
-func secure(ctx context.Context, c net.Conn, cfg *tls.Config, server bool) (net.Conn, error) {
-	if cfg == nil {
-		return c, nil
-	}
-	var tc *tls.Conn
-	if server {
-		tc = tls.Server(c, cfg)
-	} else {
-		tc = tls.Client(c, cfg)
-	}
-	if err := tc.HandshakeContext(ctx); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("tls: %w", err)
-	}
-	return tc, nil
-}
 
 // acceptLoop classifies inbound connections until the listener closes.
 func (m *Meta) acceptLoop(ctx context.Context) {
@@ -196,7 +102,7 @@ func (m *Meta) classify(ctx context.Context, c net.Conn) {
 		hctx, cancel := context.WithTimeout(ctx, helloTimeout)
 		remote := c.RemoteAddr()
 		var err error
-		c, err = secure(hctx, c, m.cfg.TLS, true)
+		c, err = netx.Secure(hctx, c, m.cfg.TLS, true)
 		cancel()
 		if err != nil {
 			m.logger.Warn("meta: refused a connection", "remote", remote, "err", err)
@@ -206,7 +112,7 @@ func (m *Meta) classify(ctx context.Context, c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	switch kind[0] {
 	case kindRaft:
-		if !m.layer.offer(ctx, c) {
+		if !m.layer.Offer(ctx, c) {
 			_ = c.Close()
 		}
 	case kindForward:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,39 +18,10 @@ import (
 	"github.com/sextantmq/sextant/internal/brokertest"
 )
 
-// freePortOnAll returns a port free for TCP and UDP on 127.0.0.1, .2 and .3.
+// freePortOnAll returns a port free for TCP (and UDP) on 127.0.0.1, .2 and .3.
 func freePortOnAll(t *testing.T, udp bool) string {
 	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		ln.Close()
-		ok := true
-		for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
-			l, err := net.Listen("tcp", ip+":"+port)
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-			if udp {
-				pc, err := net.ListenPacket("udp", ip+":"+port)
-				if err != nil {
-					ok = false
-					break
-				}
-				pc.Close()
-			}
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no port free on 127.0.0.1-3")
-	return ""
+	return brokertest.FreePort(t, udp, "127.0.0.1", "127.0.0.2", "127.0.0.3")
 }
 
 // TestThreeProcessesKeepRoutingAfterKill9 runs the README's three-node

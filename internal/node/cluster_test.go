@@ -24,20 +24,7 @@ import (
 // freeAddr returns a loopback address with a port free for TCP and UDP.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port")
-	return ""
+	return net.JoinHostPort("127.0.0.1", brokertest.FreePort(t, true, "127.0.0.1"))
 }
 
 func clusterConfig(t *testing.T, id string, join ...string) config.Config {

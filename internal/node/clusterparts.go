@@ -15,11 +15,15 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/cluster"
+	"github.com/sextantmq/sextant/internal/cluster/sequenced"
+	"github.com/sextantmq/sextant/internal/delivery"
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
+	"github.com/sextantmq/sextant/internal/replicas"
+	"github.com/sextantmq/sextant/internal/replication"
 )
 
 // protoGossip opens gossip streams on the cluster address; the metadata
@@ -50,6 +54,10 @@ type clusterParts struct {
 	membership *membership.Membership // nil when running alone
 	layer      *cluster.Layer         // nil when running alone
 	tls        *peer.ClusterTLS       // nil without cluster-tls; reloaded on SIGHUP
+	engine     *replication.Engine    // replicated placement groups; nil when running alone
+	groups     *replicas.Set          // this node's placement-group replicas (sequenced.go)
+	router     *sequenced.Router      // the access node's sequenced publish path
+	feeds      *delivery.Feeds        // sequenced records to local subscribers
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -79,7 +87,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.registerSelf(self)
-		return nil
+		return n.startGroups(cp, nil, nil)
 	}
 
 	var peerTLS *tls.Config
@@ -108,6 +116,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	metaLn := cp.mux.Listener('R', 'F')
 	gossipLn := skipFirstByte{cp.mux.Listener(protoGossip)}
 	peerLn := cp.mux.Listener(peer.Kind)
+	groupLn := cp.mux.Listener(replication.Kind)
 	cp.mux.Start()
 
 	voter := cfg.Tier == membership.TierCore
@@ -157,7 +166,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	lcfg := cluster.Config{
 		NodeID: cfg.NodeID, Deliver: n.broker, Relays: n.broker, Retained: n.broker, Sessions: n.broker,
-		Members: cp.membership, Listener: peerLn, TLS: peerTLS,
+		Members: cp.membership, Estimate: cp.membership.EstimateRTT, Listener: peerLn, TLS: peerTLS,
 		Dial: n.net.Dial, Registerer: n.metrics.Registry, Clock: n.clock,
 		Log: n.log.With("subsystem", "cluster"), Seed: seed,
 	}
@@ -167,6 +176,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 	cp.layer, err = cluster.New(lcfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if err := n.startGroups(cp, groupLn, peerTLS); err != nil {
+		return err
 	}
 	n.broker.SetRemote(cp.layer.Remote())
 	cp.layer.Start()
@@ -246,9 +258,16 @@ func (n *Node) leaveCluster(ctx context.Context) {
 func (n *Node) closeCluster() error {
 	cp := n.cluster
 	var errs []error
+	if cp.router != nil {
+		cp.router.Close()
+	}
+	if cp.feeds != nil {
+		cp.feeds.Close()
+	}
 	if cp.layer != nil {
 		errs = append(errs, cp.layer.Close())
 	}
+	errs = append(errs, cp.closeGroups())
 	if cp.membership != nil {
 		errs = append(errs, cp.membership.Shutdown())
 	}

@@ -49,6 +49,11 @@ type Options struct {
 	// Cluster adjusts the cluster layer's config before it is built (tests
 	// shorten its timeouts).
 	Cluster func(*cluster.Config)
+	// GroupSegmentBytes is the size of placement groups' topic-log
+	// segments (0: the topic log's default, 16 MiB); tests make it small
+	// so that retention, which removes whole sealed segments, acts on
+	// little data.
+	GroupSegmentBytes int64
 }
 
 // Network is where a node listens and dials: TCP streams and UDP

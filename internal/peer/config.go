@@ -18,10 +18,11 @@ import (
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("peer: invalid config")
 
-// Handler receives what peers send. Link calls come from the link's reader
-// goroutine, one at a time per link and in the order the peer sent them;
-// a call that blocks holds up that link (and, through TCP flow control, the
-// peer's queue for it). Serve runs in its own goroutine.
+// Handler receives what peers send. Link calls come from links' reader
+// goroutines, one at a time per link and per origin, and in the order the
+// origin sent them; a call that blocks holds up that link (and, through
+// TCP flow control, the peer's outbox for it). Serve runs in its own
+// goroutine.
 type Handler interface {
 	// LinkUp is called when a connection to l's node is established, before
 	// anything is read from it. The handler may call l.SyncRetained.
@@ -32,10 +33,12 @@ type Handler interface {
 	// set and replaces what it announced before; otherwise add and remove
 	// are changes.
 	Interest(node string, full bool, add, remove []string)
-	// Publish delivers one forwarded message. msg is a message.Append
-	// encoding valid only during the call.
+	// Publish delivers one forwarded message from node, its origin (which
+	// may have sent it through a transit node). msg is a message.Append
+	// encoding valid only during the call. Once it returns, the message
+	// counts as delivered: it is acknowledged to its origin.
 	Publish(node string, msg []byte, direct bool, groups []string)
-	// Retained applies one retained update (msg as in Publish).
+	// Retained applies one retained update from node (msg as in Publish).
 	Retained(node string, msg []byte)
 	// Serve answers a request (Link.Call) or a notification (Link.Notify,
 	// whose answer is discarded). body is the caller's and may be kept. ctx
@@ -46,10 +49,12 @@ type Handler interface {
 // Options tune links. The zero value of each field takes the default named
 // in its comment.
 type Options struct {
-	// QueueMessages bounds the forwarded messages waiting per link
-	// (default 16384).
+	// QueueMessages bounds a peer's outbox: the forwarded messages waiting
+	// to be sent plus the QoS 1/2 ones sent and not yet acknowledged
+	// (default 16384). It also caps the QoS 1/2 messages in flight to the
+	// peer, so a stream's rate is at most QueueMessages per round trip.
 	QueueMessages int
-	// QueueBytes bounds their size per link (default 16 MiB).
+	// QueueBytes bounds their size (default 16 MiB).
 	QueueBytes int
 	// ControlBytes bounds the control frames (interest is not queued;
 	// retained updates, requests and responses are) waiting per connection;
@@ -66,8 +71,36 @@ type Options struct {
 	// larger one is disconnected. A session hand-over must fit in one frame.
 	MaxFrame int
 	// PingInterval: a connection with nothing to send sends a ping this often
-	// (default 2 s).
+	// (default 1 s).
 	PingInterval time.Duration
+	// StallTimeout: a link from which nothing arrived for this long is not
+	// used (the peer's messages go through a transit node, and this node
+	// tells its peers it does not hear that one) until something arrives,
+	// though its connection stays open until ReadTimeout (default 3 s; keep
+	// it above twice PingInterval).
+	StallTimeout time.Duration
+	// ResendAfter: on a transit path, QoS 1/2 messages sent and not
+	// acknowledged for this long, with no acknowledgement progress, are sent
+	// again (default 2 s). On the direct link they are sent again on every
+	// new connection instead.
+	ResendAfter time.Duration
+	// TransitWindow bounds the bytes of QoS 1/2 messages sent to a peer
+	// through a transit node and not yet acknowledged (default 1 MiB; keep
+	// it below TransitBytes): an origin does not send faster than the
+	// transit node passes its frames on, so the transit queue rarely
+	// overflows and a resend stays small.
+	TransitWindow int
+	// AckDelay: a receiver holds an acknowledgement up to this long for
+	// more messages to go with it, or for a frame going to the origin anyway
+	// to carry it (default 5 ms); it sends one at once when a quarter of
+	// QueueMessages are unacknowledged. Acknowledgements only release the
+	// sender's outbox: the delay costs memory, not latency.
+	AckDelay time.Duration
+	// TransitBytes bounds the frames waiting on a connection that pass
+	// through this node between two others, and this node's retained
+	// updates sent through a transit node; beyond it they are dropped and
+	// counted (the origin sends its messages again; default 4 MiB).
+	TransitBytes int
 	// ReadTimeout: a connection that receives nothing for this long is
 	// closed (default 10 s; keep it several PingIntervals).
 	ReadTimeout time.Duration
@@ -100,8 +133,13 @@ func (o Options) withDefaults() Options {
 	def(&o.BatchBytes, 256<<10)
 	def(&o.MaxFrame, 64<<20)
 	def(&o.MaxRequests, 256)
+	def(&o.TransitBytes, 4<<20)
+	def(&o.TransitWindow, 1<<20)
 	dur(&o.BlockTimeout, time.Second)
-	dur(&o.PingInterval, 2*time.Second)
+	dur(&o.PingInterval, time.Second)
+	dur(&o.StallTimeout, 3*time.Second)
+	dur(&o.ResendAfter, 2*time.Second)
+	dur(&o.AckDelay, 5*time.Millisecond)
 	dur(&o.ReadTimeout, 10*time.Second)
 	dur(&o.WriteTimeout, 10*time.Second)
 	dur(&o.HandshakeTimeout, 5*time.Second)
@@ -112,6 +150,10 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// ackEvery is how many unacknowledged messages make a receiver
+// acknowledge at once.
+func (o *Options) ackEvery() int { return max(o.QueueMessages/4, 1) }
 
 // Config configures a Manager.
 type Config struct {
@@ -138,6 +180,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Log receives connection events (default: discarded).
 	Log *slog.Logger
+	// Estimate estimates the round trip between two nodes (network
+	// coordinates: membership.EstimateRTT); it ranks transit nodes. nil, or
+	// ok false: unknown, ranked after every known estimate.
+	Estimate func(a, b string) (rtt time.Duration, ok bool)
 	// Options tune the links.
 	Options Options
 }

@@ -22,21 +22,26 @@ var ErrFrameTooLarge = errors.New("peer: frame too large")
 // layer (the metadata group uses other bytes on the same listener).
 const Kind byte = 'P'
 
-// protocolVersion is carried in the handshake; a node refuses another version.
-const protocolVersion = 1
+// protocolVersion is carried in the handshake; a node refuses another
+// version. Version 2 numbers and acknowledges forwarded QoS 1/2 messages
+// and adds transit and reach frames.
+const protocolVersion = 2
 
 // Frame types. A frame is a 4-byte big-endian length (of type and body),
 // the type byte, then the body.
 const (
-	frameHello     byte = 1 // dialer -> acceptor: version, from, to, incarnation
-	frameHelloAck  byte = 2 // acceptor -> dialer: version, from, incarnation
-	frameReject    byte = 3 // acceptor -> dialer: reason; the connection closes
-	frameInterest  byte = 4 // interest snapshot or delta
-	framePublish   byte = 5 // a batch of forwarded publishes
-	frameRetained  byte = 6 // a batch of retained updates
-	frameRequest   byte = 7 // request id (0: no response wanted), method, body
-	frameResponse  byte = 8 // request id, status, body
-	framePing      byte = 9 // keeps an idle connection alive; no body
+	frameHello     byte = 1  // dialer -> acceptor: version, from, to, incarnation
+	frameHelloAck  byte = 2  // acceptor -> dialer: version, from, incarnation
+	frameReject    byte = 3  // acceptor -> dialer: reason; the connection closes
+	frameInterest  byte = 4  // interest snapshot or delta
+	framePublish   byte = 5  // a batch of forwarded publishes: epoch, base, numbered items
+	frameRetained  byte = 6  // a batch of retained updates
+	frameRequest   byte = 7  // request id (0: no response wanted), method, body
+	frameResponse  byte = 8  // request id, status, body
+	framePing      byte = 9  // keeps an idle connection alive; no body
+	frameAck       byte = 10 // cumulative acknowledgement of an origin's publishes
+	frameTransit   byte = 11 // a publish batch, ack or retained batch between two other nodes
+	frameReach     byte = 12 // the peers this node hears from and can send to
 	frameHeaderLen      = 5
 )
 
@@ -61,6 +66,12 @@ func frameName(t byte) string {
 		return "response"
 	case framePing:
 		return "ping"
+	case frameAck:
+		return "ack"
+	case frameTransit:
+		return "transit"
+	case frameReach:
+		return "reach"
 	}
 	return fmt.Sprintf("unknown(%d)", t)
 }
@@ -199,26 +210,51 @@ func decodeInterest(b []byte) (interestFrame, error) {
 	return f, d.finish("interest")
 }
 
-// appendPublishItem appends one forwarded publish of a batch: flags (bit 0:
-// deliver to direct subscribers), the shared groups to serve, the message's
-// encoding.
+// batchHeader opens a publish batch: the epoch of the sender's outbox and
+// its base (the lowest sequence number it may still send; the receiver
+// skips what is below).
+type batchHeader struct {
+	Inc, Gen, Base uint64
+}
+
+// Flags of a publish item.
+const (
+	itemDirect byte = 1 << 0 // deliver to direct subscribers
+	itemAcked  byte = 1 << 1 // QoS 1/2: numbered in the acknowledged sequence
+)
+
+// appendPublishItem appends one forwarded publish of a batch: flags, its
+// number in the outbox (in the acknowledged sequence, or the QoS 0 one),
+// the shared groups to serve, the message's encoding.
 func appendPublishItem(dst []byte, p *Publish) []byte {
 	var flags byte
 	if p.Direct {
-		flags = 1
+		flags |= itemDirect
+	}
+	if p.acked() {
+		flags |= itemAcked
 	}
 	dst = append(dst, flags)
+	dst = binary.AppendUvarint(dst, p.seq)
 	dst = wire.AppendStrings(dst, p.Groups)
 	return wire.AppendBytes(dst, p.Msg)
 }
 
-func appendPublishBatch(dst []byte, items []*Publish) []byte {
+func appendPublishBatch(dst []byte, h batchHeader, items []*Publish) []byte {
 	dst, at := beginFrame(dst, framePublish)
+	dst = appendPublishBody(dst, h, items)
+	return endFrame(dst, at)
+}
+
+func appendPublishBody(dst []byte, h batchHeader, items []*Publish) []byte {
+	dst = binary.AppendUvarint(dst, h.Inc)
+	dst = binary.AppendUvarint(dst, h.Gen)
+	dst = binary.AppendUvarint(dst, h.Base)
 	dst = binary.AppendUvarint(dst, uint64(len(items)))
 	for _, p := range items {
 		dst = appendPublishItem(dst, p)
 	}
-	return endFrame(dst, at)
+	return dst
 }
 
 func appendRetainedBatch(dst []byte, msgs [][]byte) []byte {
@@ -230,24 +266,44 @@ func appendRetainedBatch(dst []byte, msgs [][]byte) []byte {
 	return endFrame(dst, at)
 }
 
-// decodePublishBatch calls fn for each item of a publish batch; msg aliases b.
-func decodePublishBatch(b []byte, fn func(msg []byte, direct bool, groups []string) error) error {
+// publishItem is one decoded item of a publish batch; Msg aliases the
+// frame.
+type publishItem struct {
+	Seq    uint64
+	Acked  bool // Seq is in the acknowledged sequence (else the QoS 0 one)
+	Direct bool
+	Groups []string
+	Msg    []byte
+}
+
+// decodePublishBatch decodes a batch's header, then calls fn for each item.
+// The header is checked before the first item: a body whose header does not
+// decode calls fn for nothing.
+func decodePublishBatch(b []byte, head func(batchHeader) error, fn func(publishItem) error) error {
 	d := newDecoder(b)
+	h := batchHeader{Inc: d.Uvarint(), Gen: d.Uvarint(), Base: d.Uvarint()}
 	n := d.Uvarint()
-	if n > uint64(len(b)) {
+	if n > uint64(len(b)) || h.Base == 0 {
 		d.Fail()
+	}
+	if d.Failed() {
+		return d.finish("publish")
+	}
+	if err := head(h); err != nil {
+		return err
 	}
 	for i := uint64(0); i < n && !d.Failed(); i++ {
 		flags := d.Byte()
-		groups := d.Strings()
-		msg := d.Bytes()
-		if flags&^1 != 0 {
+		it := publishItem{Seq: d.Uvarint(), Direct: flags&itemDirect != 0, Acked: flags&itemAcked != 0}
+		it.Groups = d.Strings()
+		it.Msg = d.Bytes()
+		if flags&^(itemDirect|itemAcked) != 0 || it.Seq == 0 {
 			d.Fail()
 		}
 		if d.Failed() {
 			break
 		}
-		if err := fn(msg, flags&1 != 0, groups); err != nil {
+		if err := fn(it); err != nil {
 			return err
 		}
 	}
@@ -324,6 +380,89 @@ func decodeResponse(b []byte) (response, error) {
 		d.Fail()
 	}
 	return r, d.finish("response")
+}
+
+// ackFrame acknowledges every message numbered up to Seq of an outbox's
+// epoch (Inc, Gen).
+type ackFrame struct {
+	Inc, Gen, Seq uint64
+}
+
+func appendAck(dst []byte, a ackFrame) []byte {
+	dst, at := beginFrame(dst, frameAck)
+	dst = appendAckBody(dst, a)
+	return endFrame(dst, at)
+}
+
+func appendAckBody(dst []byte, a ackFrame) []byte {
+	dst = binary.AppendUvarint(dst, a.Inc)
+	dst = binary.AppendUvarint(dst, a.Gen)
+	return binary.AppendUvarint(dst, a.Seq)
+}
+
+func decodeAck(b []byte) (ackFrame, error) {
+	d := newDecoder(b)
+	a := ackFrame{Inc: d.Uvarint(), Gen: d.Uvarint(), Seq: d.Uvarint()}
+	if a.Seq == 0 {
+		d.Fail()
+	}
+	return a, d.finish("ack")
+}
+
+// transitHeader addresses a frame that travels from one node to another
+// through a third (the transit node): From is its origin, To its
+// destination, Type the type of the frame it carries (a publish batch, an
+// ack or a retained batch), whose body follows.
+type transitHeader struct {
+	From, To string
+	Type     byte
+}
+
+// transitCarries reports whether a frame type may travel in transit.
+func transitCarries(t byte) bool {
+	return t == framePublish || t == frameAck || t == frameRetained
+}
+
+// beginTransit opens a transit frame; the caller appends the carried body
+// and calls endFrame.
+func beginTransit(dst []byte, h transitHeader) ([]byte, int) {
+	dst, at := beginFrame(dst, frameTransit)
+	dst = wire.AppendString(dst, h.From)
+	dst = wire.AppendString(dst, h.To)
+	return append(dst, h.Type), at
+}
+
+// decodeTransit splits a transit frame's body into its header and the
+// carried body, which aliases b.
+func decodeTransit(b []byte) (transitHeader, []byte, error) {
+	d := newDecoder(b)
+	h := transitHeader{From: d.Str(), To: d.Str(), Type: d.Byte()}
+	if !transitCarries(h.Type) || h.From == "" || h.To == "" || h.From == h.To {
+		d.Fail()
+	}
+	body := d.Rest()
+	return h, body, d.finish("transit")
+}
+
+// reachFrame says which peers the sender hears from (it received from them
+// within the stall timeout) and which it can send to (it hears them, and
+// they said they hear it): another node may route through it to the
+// latter.
+type reachFrame struct {
+	Heard, Sends []string
+}
+
+func appendReach(dst []byte, r reachFrame) []byte {
+	dst, at := beginFrame(dst, frameReach)
+	dst = wire.AppendStrings(dst, r.Heard)
+	dst = wire.AppendStrings(dst, r.Sends)
+	return endFrame(dst, at)
+}
+
+func decodeReach(b []byte) (reachFrame, error) {
+	d := newDecoder(b)
+	r := reachFrame{Heard: d.Strings(), Sends: d.Strings()}
+	return r, d.finish("reach")
 }
 
 func appendPing(dst []byte) []byte {

@@ -3,6 +3,7 @@ package peer
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"reflect"
@@ -17,12 +18,21 @@ func allFrames() []byte {
 	b = appendReject(b, "no")
 	b = appendInterest(b, interestFrame{Full: true, To: 3, Add: []string{"a/#", "$share/g/b"}})
 	b = appendInterest(b, interestFrame{From: 3, To: 5, Add: []string{"c"}, Remove: []string{"a/#"}})
-	b = appendPublishBatch(b, []*Publish{{Msg: []byte("m1"), QoS: 1, Direct: true}, {Msg: []byte("m2"), Groups: []string{"$share/g/b"}}})
+	b = appendPublishBatch(b, batchHeader{Inc: 1e18, Gen: 2, Base: 5},
+		[]*Publish{{Msg: []byte("m1"), QoS: 1, Direct: true, seq: 5}, {Msg: []byte("m2"), Groups: []string{"$share/g/b"}, seq: 3}})
 	b = appendRetainedBatch(b, [][]byte{[]byte("r1"), nil})
 	b = appendRequest(b, request{ID: 9, Method: 2, Body: []byte("body")})
 	b = appendRequest(b, request{Method: 3})
 	b = appendResponse(b, response{ID: 9, Status: statusError, Body: []byte("bad")})
 	b = appendPing(b)
+	b = appendAck(b, ackFrame{Inc: 1e18, Gen: 2, Seq: 5})
+	f, at := beginTransit(b, transitHeader{From: "a", To: "c", Type: framePublish})
+	b = endFrame(appendPublishBody(f, batchHeader{Inc: 7, Gen: 1, Base: 1}, []*Publish{{Msg: []byte("m3"), QoS: 2, seq: 1}}), at)
+	f, at = beginTransit(b, transitHeader{From: "c", To: "a", Type: frameAck})
+	b = endFrame(appendAckBody(f, ackFrame{Inc: 7, Gen: 1, Seq: 1}), at)
+	f, at = beginTransit(b, transitHeader{From: "a", To: "c", Type: frameRetained})
+	b = endFrame(append(binary.AppendUvarint(f, 1), 2, 'r', '2'), at)
+	b = appendReach(b, reachFrame{Heard: []string{"a", "c"}, Sends: []string{"c"}})
 	return b
 }
 
@@ -45,7 +55,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		}
 	}
 	want := []byte{frameHello, frameHelloAck, frameReject, frameInterest, frameInterest, framePublish, frameRetained,
-		frameRequest, frameRequest, frameResponse, framePing}
+		frameRequest, frameRequest, frameResponse, framePing, frameAck, frameTransit, frameTransit, frameTransit, frameReach}
 	if !bytes.Equal(types, want) {
 		t.Fatalf("types %v, want %v", types, want)
 	}
@@ -69,6 +79,10 @@ func TestFrameLimits(t *testing.T) {
 		"delta going backwards":  appendInterest(nil, interestFrame{From: 5, To: 5})[5:],
 		"snapshot with removals": appendInterest(nil, interestFrame{Full: true, Remove: []string{"x"}})[5:],
 		"response without id":    appendResponse(nil, response{})[5:],
+		"ack of nothing":         appendAck(nil, ackFrame{Inc: 1, Gen: 1})[5:],
+		"batch with base 0":      appendPublishBatch(nil, batchHeader{Inc: 1, Gen: 1}, nil)[5:],
+		"transit to its origin":  transitOf(transitHeader{From: "a", To: "a", Type: frameAck}, appendAckBody(nil, ackFrame{Seq: 1})),
+		"transit of a request":   transitOf(transitHeader{From: "a", To: "b", Type: frameRequest}, nil),
 		"trailing bytes":         append(appendHello(nil, hello{From: "a"})[5:], 0),
 		"huge string count":      {0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
 	} {
@@ -78,6 +92,12 @@ func TestFrameLimits(t *testing.T) {
 			typ = frameResponse
 		case "trailing bytes":
 			typ = frameHello
+		case "ack of nothing":
+			typ = frameAck
+		case "batch with base 0":
+			typ = framePublish
+		case "transit to its origin", "transit of a request":
+			typ = frameTransit
 		}
 		if err := decodeBody(typ, body, false); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
@@ -113,12 +133,38 @@ func decodeBody(typ byte, body []byte, check bool) error {
 		return err
 	case framePublish:
 		var items []*Publish
-		err := decodePublishBatch(body, func(msg []byte, direct bool, groups []string) error {
-			items = append(items, &Publish{Msg: msg, Direct: direct, Groups: groups})
+		var h batchHeader
+		err := decodePublishBatch(body, func(hh batchHeader) error { h = hh; return nil }, func(it publishItem) error {
+			p := &Publish{Msg: it.Msg, Direct: it.Direct, Groups: it.Groups, seq: it.Seq}
+			if it.Acked {
+				p.QoS = 1
+			}
+			items = append(items, p)
 			return nil
 		})
-		if err == nil && check && !bytes.Equal(again(appendPublishBatch(nil, items)), body) {
+		if err == nil && check && !bytes.Equal(again(appendPublishBatch(nil, h, items)), body) {
 			panic("publish round trip")
+		}
+		return err
+	case frameAck:
+		a, err := decodeAck(body)
+		if err == nil && check && !bytes.Equal(again(appendAck(nil, a)), body) {
+			panic("ack round trip")
+		}
+		return err
+	case frameTransit:
+		h, inner, err := decodeTransit(body)
+		if err != nil {
+			return err
+		}
+		if check && !bytes.Equal(transitOf(h, inner), body) {
+			panic("transit round trip")
+		}
+		return decodeBody(h.Type, inner, check)
+	case frameReach:
+		r, err := decodeReach(body)
+		if err == nil && check && !bytes.Equal(again(appendReach(nil, r)), body) {
+			panic("reach round trip")
 		}
 		return err
 	case frameRetained:
@@ -147,6 +193,12 @@ func decodeBody(typ byte, body []byte, check bool) error {
 		return nil
 	}
 	return ErrCorrupt
+}
+
+// transitOf returns the body of a transit frame carrying body.
+func transitOf(h transitHeader, body []byte) []byte {
+	f, at := beginTransit(nil, h)
+	return endFrame(append(f, body...), at)[frameHeaderLen:]
 }
 
 // FuzzFrames reads a stream of frames and decodes every body: nothing may

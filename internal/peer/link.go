@@ -3,13 +3,16 @@ package peer
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/wire"
 )
 
 // ErrLinkDown is returned by a call whose connection ended before the
@@ -23,9 +26,12 @@ var ErrRemote = errors.New("peer: remote error")
 var errOverflow = errors.New("peer: control queue overflow")
 
 // Link is the connection to one peer, re-established whenever it fails, and
-// its queues. The forwarded-message queue outlives connections; the
-// control queue (retained updates, requests, responses) belongs to one
-// connection and is dropped with it.
+// its queues. The link's outbox (this node's acknowledged stream to the
+// peer, outbox.go) outlives connections and paths: its messages go on this
+// link's connection while it is usable, through a transit node while it is
+// not (path.go). The control queue (retained updates, requests, responses)
+// and the transit queue (frames passing through this node to the peer)
+// belong to one connection and are dropped with it.
 type Link struct {
 	// immutable after newLink
 	mgr    *Manager
@@ -38,24 +44,40 @@ type Link struct {
 	offer  chan accepted // acceptor side: connections past their handshake
 	done   chan struct{} // closed when run returns
 
-	up atomic.Bool
+	up       atomic.Bool
+	lastRecv atomic.Int64 // clock time (UnixNano) of the last frame read on the connection
+	busy     atomic.Bool  // the reader is handing a frame to the handler (a slow handler is not a silent peer)
+	path     atomic.Int32 // pathNone, pathDirect or pathTransit: how the outbox reaches the peer
 
 	mu struct {
 		sync.Mutex
-		addr      string
-		closed    bool
-		data      dataQueue
-		space     chan struct{} // closed when the writer takes from a full queue
-		connN     uint64        // current connection's number, 0 while down
-		nconns    uint64
-		upCh      chan struct{} // closed while a connection is up
-		ctrl      [][]byte      // encoded frames for connection connN
-		ctrlBytes int
-		overflow  bool
-		sync      [][]byte // retained messages still to send on connection connN
-		nextID    uint64
-		pending   map[uint64]chan response
+		addr         string
+		closed       bool
+		out          outbox
+		via          *Link         // the link whose writer sends out: this one, a transit node's, or nil (no path)
+		viaConn      uint64        // via's connection when it was chosen: a new one means sending again
+		progress     time.Time     // when out was last acknowledged further, or rewound
+		space        chan struct{} // closed when the outbox frees room or loses its path
+		connN        uint64        // current connection's number, 0 while down
+		nconns       uint64
+		upCh         chan struct{} // closed while a connection is up
+		ctrl         [][]byte      // encoded frames for connection connN
+		ctrlBytes    int
+		overflow     bool
+		transit      [][]byte // transit frames for connection connN
+		transitBytes int
+		sync         [][]byte // retained messages still to send on connection connN
+		nextID       uint64
+		pending      map[uint64]chan response
+		reach        *reachSets // what the peer announced on connection connN; nil: nothing yet
 	}
+}
+
+// reachSets is a peer's reach announcement; it is never modified once
+// built (a new announcement replaces it), so it may be read without the
+// link's lock once taken from it.
+type reachSets struct {
+	heard, sends map[string]bool
 }
 
 func newLink(m *Manager, id, addr string) *Link {
@@ -67,6 +89,7 @@ func newLink(m *Manager, id, addr string) *Link {
 	l.mu.addr = addr
 	l.mu.upCh = make(chan struct{})
 	l.mu.pending = map[uint64]chan response{}
+	l.mu.out = newOutbox(m.incarnation, m.gens.Add(1))
 	return l
 }
 
@@ -89,8 +112,8 @@ func (l *Link) poke() {
 	}
 }
 
-// stop ends the link and waits for its goroutine; queued messages are
-// dropped and counted.
+// stop ends the link and waits for its goroutine; the outbox's messages
+// (waiting or unacknowledged) are dropped and counted.
 func (l *Link) stop() {
 	l.mu.Lock()
 	l.mu.closed = true
@@ -98,13 +121,23 @@ func (l *Link) stop() {
 	l.cancel()
 	<-l.done
 	l.mu.Lock()
-	n := l.mu.data.clear()
+	n := l.mu.out.clear()
+	l.mu.via = nil
+	l.freeSpaceLocked()
+	l.mu.Unlock()
+	l.path.Store(pathNone)
+	l.lm.dropped[DropRemoved].Add(float64(n))
+	l.lm.unacked.Set(0)
+	l.lm.queueMessages.Set(0)
+	l.lm.queueBytes.Set(0)
+}
+
+// freeSpaceLocked wakes the QoS 1/2 publishers waiting for room.
+func (l *Link) freeSpaceLocked() {
 	if l.mu.space != nil {
 		close(l.mu.space)
 		l.mu.space = nil
 	}
-	l.mu.Unlock()
-	l.lm.dropped[DropRemoved].Add(float64(n))
 }
 
 func (l *Link) offerConn(a accepted) {
@@ -115,12 +148,13 @@ func (l *Link) offerConn(a accepted) {
 	}
 }
 
-// Publish queues a forwarded message. The overflow policy, when the queue
-// is at QueueMessages or QueueBytes: the oldest queued QoS 0 message is
-// dropped to make room; if there is none, a QoS 0 message is dropped, and a
-// QoS 1/2 message waits up to BlockTimeout for room while the link is
-// connected (back-pressure on its publisher), or is dropped at once while
-// it is not. Every drop is counted by reason.
+// Publish queues a forwarded message in the outbox. The overflow policy,
+// when the outbox (waiting plus unacknowledged messages) is at
+// QueueMessages or QueueBytes: the oldest waiting QoS 0 message is dropped
+// to make room; if there is none, a QoS 0 message is dropped, and a QoS 1/2
+// message waits up to BlockTimeout for room while the peer has a path
+// (back-pressure on its publisher), or is dropped at once while it has
+// none. Every drop is counted by reason.
 func (l *Link) Publish(p *Publish) {
 	size := p.size()
 	opts := &l.mgr.opts
@@ -137,17 +171,19 @@ func (l *Link) Publish(p *Publish) {
 			l.lm.dropped[DropRemoved].Inc()
 			return
 		}
-		q := &l.mu.data
-		for q.full(opts.QueueMessages, opts.QueueBytes, size) && q.dropOldestQoS0() {
+		o := &l.mu.out
+		for o.full(opts.QueueMessages, opts.QueueBytes, size) && o.dropOldestQoS0() {
 			l.lm.dropped[DropQueueFull].Inc()
 		}
-		if !q.full(opts.QueueMessages, opts.QueueBytes, size) {
-			q.push(p)
-			live, bytes := q.live, q.bytes
+		if !o.full(opts.QueueMessages, opts.QueueBytes, size) {
+			o.push(p)
+			live, bytes, via := o.live(), o.bytes(), l.mu.via
 			l.mu.Unlock()
 			l.lm.queueMessages.Set(float64(live))
 			l.lm.queueBytes.Set(float64(bytes))
-			l.poke()
+			if via != nil {
+				via.poke()
+			}
 			return
 		}
 		if p.QoS == 0 {
@@ -155,7 +191,7 @@ func (l *Link) Publish(p *Publish) {
 			l.lm.dropped[DropQueueFull].Inc()
 			return
 		}
-		if l.mu.connN == 0 {
+		if l.mu.via == nil {
 			l.mu.Unlock()
 			l.lm.dropped[DropLinkDown].Inc()
 			return
@@ -181,10 +217,47 @@ func (l *Link) Publish(p *Publish) {
 }
 
 // SendRetained sends one retained update (a message.Append encoding) if
-// the link is connected; it reports whether it was queued. A link that is
-// down gets a full sync when it reconnects instead (see SyncRetained).
+// the peer can be reached: on the link's connection if it is connected,
+// and through the transit node as well while the connection is not usable.
+// It reports whether it was queued on either. A link that is down gets a
+// full sync when it reconnects (see SyncRetained), which makes up for an
+// update lost on the way.
 func (l *Link) SendRetained(msg []byte) bool {
-	return l.enqueue(0, appendRetainedBatch(nil, [][]byte{msg}))
+	direct := l.enqueue(0, appendRetainedBatch(nil, [][]byte{msg}))
+	if l.path.Load() != pathTransit {
+		return direct
+	}
+	l.mu.Lock()
+	via := l.mu.via
+	l.mu.Unlock()
+	if via == nil || via == l {
+		return direct
+	}
+	f, at := beginTransit(nil, transitHeader{From: l.mgr.cfg.NodeID, To: l.id, Type: frameRetained})
+	f = binary.AppendUvarint(f, 1)
+	f = wire.AppendBytes(f, msg)
+	return via.enqueueTransit(endFrame(f, at)) || direct
+}
+
+// enqueueTransit queues a transit frame on the current connection, within
+// TransitBytes; it reports whether it was queued.
+func (l *Link) enqueueTransit(frame []byte) bool {
+	l.mu.Lock()
+	switch {
+	case l.mu.connN == 0:
+		l.mu.Unlock()
+		l.lm.transitDropped[TransitNoLink].Inc()
+		return false
+	case len(l.mu.transit) > 0 && l.mu.transitBytes+len(frame) > l.mgr.opts.TransitBytes:
+		l.mu.Unlock()
+		l.lm.transitDropped[TransitQueueFull].Inc()
+		return false
+	}
+	l.mu.transit = append(l.mu.transit, frame)
+	l.mu.transitBytes += len(frame)
+	l.mu.Unlock()
+	l.poke()
+	return true
 }
 
 // SyncRetained sets the retained messages to send on the connection that
@@ -352,17 +425,24 @@ type conn struct {
 // the acceptor's side) a newer connection from the peer replaces it, which
 // it returns.
 func (l *Link) serve(a accepted) *accepted {
+	m := l.mgr
 	l.mu.Lock()
 	l.mu.nconns++
 	c := &conn{n: l.mu.nconns, nc: a.conn, br: a.br, readerDone: make(chan error, 1)}
 	l.mu.connN = c.n
 	l.mu.ctrl, l.mu.ctrlBytes, l.mu.overflow, l.mu.sync = nil, 0, false, nil
+	l.mu.transit, l.mu.transitBytes, l.mu.reach = nil, 0, nil
 	close(l.mu.upCh)
 	l.mu.Unlock()
+	l.lastRecv.Store(m.clock.Now().UnixNano())
+	if lost := m.origins.observe(l.id, a.incarnation); lost > 0 {
+		m.countLost(l.id, lost)
+	}
+	m.reroute() // the outbox's path, before Up says the link is up
 	l.up.Store(true)
 	l.lm.up.Set(1)
-	l.mgr.log.Debug("peer: link up", "peer", l.id, "conn", c.n)
-	l.mgr.cfg.Handler.LinkUp(l)
+	m.log.Debug("peer: link up", "peer", l.id, "conn", c.n)
+	m.cfg.Handler.LinkUp(l)
 
 	go func() { c.readerDone <- l.readLoop(c) }()
 	next, err := l.writeLoop(c)
@@ -376,21 +456,21 @@ func (l *Link) serve(a accepted) *accepted {
 	l.mu.connN = 0
 	l.mu.upCh = make(chan struct{})
 	l.mu.ctrl, l.mu.ctrlBytes, l.mu.overflow, l.mu.sync = nil, 0, false, nil
+	transitLost := len(l.mu.transit)
+	l.mu.transit, l.mu.transitBytes, l.mu.reach = nil, 0, nil
 	for id, ch := range l.mu.pending {
 		close(ch)
 		delete(l.mu.pending, id)
 	}
-	if l.mu.space != nil { // QoS 1/2 publishers waiting stop waiting: the link is down
-		close(l.mu.space)
-		l.mu.space = nil
-	}
 	l.mu.Unlock()
 	l.up.Store(false)
 	l.lm.up.Set(0)
+	l.lm.transitDropped[TransitNoLink].Add(float64(transitLost))
 	if errors.Is(err, errOverflow) {
 		l.lm.resets.Inc()
 	}
-	l.mgr.log.Debug("peer: link down", "peer", l.id, "conn", c.n, "err", err)
-	l.mgr.cfg.Handler.LinkDown(l.id)
+	m.log.Debug("peer: link down", "peer", l.id, "conn", c.n, "err", err)
+	m.reroute()
+	m.cfg.Handler.LinkDown(l.id)
 	return next
 }

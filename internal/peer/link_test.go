@@ -136,6 +136,13 @@ type testNode struct {
 // startNode runs a manager for id on host:7000 of nw.
 func startNode(t *testing.T, nw *memnet.Network, id, host string, opts Options, rec *recorder) *testNode {
 	t.Helper()
+	return startNodeWith(t, nw, id, host, opts, rec, nil)
+}
+
+// startNodeWith is startNode with a round-trip estimate.
+func startNodeWith(t *testing.T, nw *memnet.Network, id, host string, opts Options, rec *recorder,
+	estimate func(a, b string) (time.Duration, bool)) *testNode {
+	t.Helper()
 	ln, err := nw.Listen(host + ":7000")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +153,7 @@ func startNode(t *testing.T, nw *memnet.Network, id, host string, opts Options, 
 	reg := prometheus.NewRegistry()
 	m, err := New(Config{
 		NodeID: id, Listener: ln, Dial: nw.DialFrom(host), Handler: rec,
-		Seed: 7, Registerer: reg, Options: opts,
+		Seed: 7, Registerer: reg, Options: opts, Estimate: estimate,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +458,7 @@ func TestQueueOverflowPolicy(t *testing.T) {
 		}
 		l.mu.Lock()
 		var queued []string
-		for _, p := range l.mu.data.items[l.mu.data.head:] {
+		for _, p := range l.mu.out.pending.items[l.mu.out.pending.head:] {
 			if p != nil {
 				queued = append(queued, string(p.Msg))
 			}

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +48,16 @@ type Manager struct {
 	handshakes  chan struct{} // semaphore of inbound handshakes
 
 	links atomic.Pointer[map[string]*Link] // copy on write, for lookups on the publish path
+	list  atomic.Pointer[[]*Link]          // the same links sorted by id, for writers and reroute
+	gens  atomic.Uint64                    // outbox generations: each new outbox starts a new epoch
+
+	origins *origins   // inboxes of the nodes that send here
+	routeMu sync.Mutex // serialises reroute
+	reach   struct {
+		sync.Mutex
+		version uint64
+		frame   reachFrame // this node's announcement
+	}
 
 	rng struct {
 		sync.Mutex
@@ -78,30 +90,32 @@ func New(cfg Config) (*Manager, error) {
 		metrics:     newMetrics(cfg.Registerer),
 		interest:    newInterest(),
 		incarnation: uint64(cfg.Clock.Now().UnixNano()),
+		origins:     newOrigins(),
 	}
 	m.requests = make(chan struct{}, m.opts.MaxRequests)
 	m.handshakes = make(chan struct{}, maxHandshakes)
 	m.group = run.NewGroup(context.Background())
 	m.rng.r = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
 	m.mu.links = map[string]*Link{}
-	empty := map[string]*Link{}
-	m.links.Store(&empty)
+	m.publishLinks()
 	return m, nil
 }
 
 // NodeID returns this node's id.
 func (m *Manager) NodeID() string { return m.cfg.NodeID }
 
-// Start begins accepting inbound connections.
+// Start begins accepting inbound connections and re-evaluating paths.
 func (m *Manager) Start() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.started || m.mu.closed || m.cfg.Listener == nil {
-		m.mu.started = true
+	if m.mu.started || m.mu.closed {
 		return
 	}
 	m.mu.started = true
-	m.group.Go(m.acceptLoop)
+	m.group.Go(m.routeLoop)
+	if m.cfg.Listener != nil {
+		m.group.Go(m.acceptLoop)
+	}
 }
 
 // Add makes sure there is a link to node id at addr: a new link starts
@@ -143,14 +157,19 @@ func (m *Manager) Remove(id string) {
 	}
 	l.stop()
 	m.metrics.forget(id)
+	m.reroute() // outboxes that went through it
 }
 
 func (m *Manager) publishLinks() {
 	cp := make(map[string]*Link, len(m.mu.links))
+	list := make([]*Link, 0, len(m.mu.links))
 	for k, v := range m.mu.links {
 		cp[k] = v
+		list = append(list, v)
 	}
+	slices.SortFunc(list, func(a, b *Link) int { return strings.Compare(a.id, b.id) })
 	m.links.Store(&cp)
+	m.list.Store(&list)
 }
 
 // Link returns the link to node id, or nil.
@@ -189,8 +208,9 @@ func (m *Manager) AddInterest(filter string, n int) {
 	}
 }
 
-// SendRetained sends one retained update (a message.Append encoding) on
-// every connected link; see Link.SendRetained.
+// SendRetained sends one retained update (a message.Append encoding) to
+// every peer that can be reached, directly or through a transit node; see
+// Link.SendRetained.
 func (m *Manager) SendRetained(msg []byte) {
 	for _, l := range *m.links.Load() {
 		l.SendRetained(msg)

@@ -5,10 +5,19 @@ package peer
 // member of each shared group ("$share/group/filter") in Groups.
 type Publish struct {
 	Msg    []byte // message.Append encoding; shared between links, never modified
-	QoS    byte   // the message's QoS, which decides the overflow policy
+	QoS    byte   // the message's QoS: 1 and 2 are acknowledged (outbox.go), 0 is not
 	Direct bool
 	Groups []string
+
+	// seq is the outbox's number for the message: in the acknowledged
+	// sequence for QoS 1/2, in the QoS 0 sequence (which only keeps QoS 0
+	// messages in order) for QoS 0.
+	seq uint64
 }
+
+// acked reports whether the message is acknowledged by the receiver: QoS
+// 1/2 ones are, QoS 0 ones are not.
+func (p *Publish) acked() bool { return p.QoS > 0 }
 
 // size is what an item counts against a queue's byte bound.
 func (p *Publish) size() int {
@@ -19,8 +28,9 @@ func (p *Publish) size() int {
 	return n
 }
 
-// dataQueue is a link's FIFO of forwarded publishes. It is not safe for
-// concurrent use: the link's mutex guards it. Dropping an item leaves a nil
+// dataQueue is a FIFO of forwarded publishes: an outbox's messages not yet
+// sent on its current path. It is not safe for concurrent use: the link's
+// mutex guards it. Dropping an item leaves a nil
 // hole that pop skips; holes are compacted away so the backing slice stays
 // within a small multiple of the live count.
 type dataQueue struct {
@@ -91,6 +101,46 @@ func (q *dataQueue) pop(out []*Publish, maxBytes int) []*Publish {
 	}
 	q.compact()
 	return out
+}
+
+// front returns the oldest queued item, or nil.
+func (q *dataQueue) front() *Publish {
+	for q.head < len(q.items) && q.items[q.head] == nil {
+		q.head++
+	}
+	if q.head == len(q.items) {
+		return nil
+	}
+	return q.items[q.head]
+}
+
+// popFront removes the oldest queued item (there must be one).
+func (q *dataQueue) popFront() {
+	p := q.front()
+	q.items[q.head] = nil
+	q.head++
+	q.live--
+	q.bytes -= p.size()
+	q.compact()
+}
+
+// prepend puts ps (oldest first) in front of the queued items: an outbox
+// sends its unacknowledged messages again. It costs a copy of the queue,
+// which is fine for what triggers it (a new path or connection, a resend
+// timeout).
+func (q *dataQueue) prepend(ps []*Publish) {
+	if len(ps) == 0 {
+		return
+	}
+	items := make([]*Publish, 0, len(ps)+len(q.items)-q.head)
+	items = append(items, ps...)
+	items = append(items, q.items[q.head:]...)
+	for _, p := range ps {
+		q.live++
+		q.bytes += p.size()
+	}
+	clear(q.items)
+	q.items, q.head, q.scan = items, 0, 0
 }
 
 // clear drops everything and returns how many items were queued.

@@ -12,9 +12,11 @@
 // (Result, State). It does no I/O, reads no clock (cool-down counts planner
 // rounds) and draws no random numbers; equal inputs give equal outputs, and
 // the order of nodes and topics in the input does not change the output. The
-// live placement manager fills a Snapshot from cluster metadata and executes
-// the moves; the emulator fills it from a latency dataset. Values passed in
-// are never modified. All functions are safe for concurrent use.
+// live placement manager (package placement/manager) fills a Snapshot from
+// the nodes' reports and the metadata and records the moves as decisions;
+// the emulator fills it from a latency dataset. Values passed in are never
+// modified. All functions are safe for concurrent use.
 //
-// It must not import I/O, the clock, or any other Sextant package but coords.
+// It must not import I/O, the clock, or any other Sextant package but coords
+// (its manager subpackage is a shell, and may).
 package placement

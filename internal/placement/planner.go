@@ -58,10 +58,12 @@ type State struct {
 	Streak map[string]Streak
 }
 
-// Streak is a latency move waiting for confirmation.
+// Streak is a latency move waiting for confirmation: indicated towards To
+// in Rounds distinct rounds, the last of them Last.
 type Streak struct {
 	To     NodeID
 	Rounds uint64
+	Last   uint64
 }
 
 // Reason says why a topic moves.
@@ -110,6 +112,11 @@ type Result struct {
 	Stuck []string
 	// Overloaded lists the nodes found overloaded at the start of the round.
 	Overloaded []NodeID
+	// Unrelieved lists the overloaded nodes that shed nothing because
+	// moving every topic they may shed (those not cooling down) would not
+	// bring them under the threshold: their load is not their topics'
+	// (connections, direct traffic).
+	Unrelieved []NodeID
 }
 
 type pending struct {
@@ -125,9 +132,11 @@ type pending struct {
 // overloaded node, its highest-rate topics until the node's projected load is
 // under the threshold; then it places them in order of fewest latency-feasible
 // nodes first, each on the best-ranked node that can host it without
-// overload. Topics moved within the last Cooldown rounds are left alone, and a
-// latency move must gain more than the margin. Plan returns the moves and the
-// state for the next round.
+// overload. Only topics whose departure lowers the load that is over its
+// limit are shed, and only from a node that shedding can bring under it (see
+// Result.Unrelieved). Topics moved within the last Cooldown rounds are left
+// alone, and a latency move must gain more than the margin. Plan returns the
+// moves and the state for the next round.
 func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 	if err := snap.Validate(); err != nil {
 		return Result{}, prev, err
@@ -144,6 +153,12 @@ func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 		limit = 0.85
 	}
 	round := prev.Round + 1
+	if snap.Round != 0 {
+		if snap.Round < prev.Round {
+			return Result{}, prev, fmt.Errorf("%w: round %d is before the previous round %d", ErrSnapshot, snap.Round, prev.Round)
+		}
+		round = snap.Round
+	}
 	cooling := func(name string) bool {
 		last, ok := prev.LastMove[name]
 		return ok && round <= last+cfg.Cooldown
@@ -182,12 +197,19 @@ func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 				hosted = append(hosted, t)
 			}
 		}
+		if !ld.relievable(nl, hosted) {
+			res.Unrelieved = append(res.Unrelieved, nl.id)
+			continue
+		}
 		slices.SortStableFunc(hosted, func(a, b *Topic) int {
 			return cmp.Compare(b.Summary.Rates.Total(), a.Summary.Rates.Total())
 		})
 		for _, t := range hosted {
 			if !ld.overloaded(nl) {
 				break
+			}
+			if !ld.relieves(nl, t) {
+				continue
 			}
 			reasons[t] = ReasonOverload
 			ld.add(nl, t, -1)
@@ -222,9 +244,12 @@ func Plan(snap Snapshot, cfg Config, prev State) (Result, State, error) {
 	for _, w := range work {
 		mv, ok := place(w, ld, cfg)
 		if ok && mv.To != w.t.Home && w.reason == ReasonLatency {
-			streak := Streak{To: mv.To, Rounds: 1}
+			streak := Streak{To: mv.To, Rounds: 1, Last: round}
 			if last, found := prev.Streak[w.t.Name]; found && last.To == mv.To {
 				streak.Rounds = last.Rounds + 1
+				if last.Last == round { // an event round repeating the number
+					streak.Rounds = last.Rounds
+				}
 			}
 			if streak.Rounds < cfg.Confirm {
 				next.Streak[w.t.Name] = streak

@@ -200,12 +200,19 @@ func TestHysteresisPreventsFlipFlopOnNoisyInput(t *testing.T) {
 	}
 }
 
-func TestLatencyMoveWaitsForConfirmation(t *testing.T) {
-	a, b := node("a", 0, 0), node("b", 100, 0)
-	c := Clients{Producers: []Client{client(b, 0, 1)}, Consumers: []Client{client(b, 0, 1)}}
-	snap := Snapshot{Nodes: []Node{a, b}, Topics: []Topic{topic("t", a, ms(10), c)}}
-	cfg := DefaultConfig()
+// farTopic is a topic on a whose clients are all on b, 100 ms away, with
+// Lth 10 ms: a latency move to b, waiting for 3 rounds of confirmation.
+func farTopic() (a, b Node, c Clients, snap Snapshot, cfg Config) {
+	a, b = node("a", 0, 0), node("b", 100, 0)
+	c = Clients{Producers: []Client{client(b, 0, 1)}, Consumers: []Client{client(b, 0, 1)}}
+	snap = Snapshot{Nodes: []Node{a, b}, Topics: []Topic{topic("t", a, ms(10), c)}}
+	cfg = DefaultConfig()
 	cfg.Confirm = 3
+	return a, b, c, snap, cfg
+}
+
+func TestLatencyMoveWaitsForConfirmation(t *testing.T) {
+	a, b, c, snap, cfg := farTopic()
 	st := State{}
 	for round := 1; round <= 3; round++ {
 		res, next, err := Plan(snap, cfg, st)

@@ -2,6 +2,8 @@ package placement
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -117,4 +119,30 @@ func rankByEstimate(t *Topic, nodes []Node, estimate func(*Node) time.Duration) 
 		}
 	}
 	return r
+}
+
+// PolicyNames are the policies a configuration can name (PolicyByName), the
+// default first. Oracle is not among them: it needs true latencies.
+var PolicyNames = []string{"center", "centroid", "centroid-plain", "allpairs", "hash", "publisher"}
+
+// ErrPolicy is returned for a policy name that PolicyByName does not know.
+var ErrPolicy = errors.New("placement: unknown policy")
+
+// PolicyByName returns the policy called name (one of PolicyNames).
+func PolicyByName(name string) (Policy, error) {
+	switch name {
+	case "center":
+		return Center{}, nil
+	case "centroid":
+		return Centroid{}, nil
+	case "centroid-plain":
+		return Centroid{Plain: true}, nil
+	case "allpairs":
+		return AllPairs{}, nil
+	case "hash":
+		return Hash{}, nil
+	case "publisher":
+		return Publisher{}, nil
+	}
+	return nil, fmt.Errorf("%w %q; want one of %v", ErrPolicy, name, PolicyNames)
 }

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -166,5 +167,24 @@ func TestCenterBeatsCentroidOnUnevenSpread(t *testing.T) {
 	}
 	if all := (AllPairs{}).Rank(&tp, nodes).Candidates[0]; all.Node != "m" {
 		t.Fatalf("all-pairs picks %+v", all)
+	}
+}
+
+func TestPolicyByName(t *testing.T) {
+	want := map[string]Policy{"center": Center{}, "centroid": Centroid{}, "centroid-plain": Centroid{Plain: true},
+		"allpairs": AllPairs{}, "hash": Hash{}, "publisher": Publisher{}}
+	for _, name := range PolicyNames {
+		p, err := PolicyByName(name)
+		if err != nil || p != want[name] {
+			t.Errorf("%s: %#v, %v; want %#v", name, p, err, want[name])
+		}
+	}
+	if len(PolicyNames) != len(want) {
+		t.Errorf("PolicyNames %v, want the %d of the table", PolicyNames, len(want))
+	}
+	for _, bad := range []string{"", "oracle", "Center"} {
+		if _, err := PolicyByName(bad); !errors.Is(err, ErrPolicy) {
+			t.Errorf("%q: err %v, want ErrPolicy", bad, err)
+		}
 	}
 }

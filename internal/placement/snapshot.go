@@ -22,6 +22,17 @@ type Node struct {
 	ID    NodeID
 	Coord *coordinate.Coordinate
 	Load  Load
+	// Rate is every message per second the node handles, in and out, of
+	// every mode and client (direct traffic, peer links, the sequenced
+	// topics it hosts); 0 means not measured, and the hosted topics' rate
+	// stands in for it. The planner attributes to the hosted topics only
+	// their share of the load, Rate(topics)/Rate: the rest (connections,
+	// direct traffic) does not leave with them.
+	Rate float64
+	// OutRate is the messages per second the node sends, all traffic; 0
+	// means not measured, and the hosted topics' Out stands in for it. It
+	// is what Config.MaxOutRate is compared with.
+	OutRate float64
 }
 
 // Load is a node's measured resource utilisation, each a fraction in [0, 1]
@@ -50,8 +61,10 @@ type Summary struct {
 	// latency estimated from the clients' own coordinates and the home's
 	// coordinate when the summary was made; 0 when it had no home.
 	Worst time.Duration
-	// Publisher is the access node of the producer with the highest rate
-	// (the lowest node ID among equals); "" without producers.
+	// Publisher is the access node of the producer entry with the highest
+	// rate (the lowest node ID among equals); "" without producers. With
+	// entries folded per access node (Client.Count), that is the node whose
+	// producers publish the most.
 	Publisher NodeID
 	Rates     Rates
 }
@@ -98,6 +111,12 @@ type Client struct {
 	// Rate is the messages per second it publishes (producer) or receives
 	// (consumer).
 	Rate float64
+	// Count is how many clients this entry stands for; 0 means 1. An access
+	// node folds a topic's clients into one entry per side: they share its
+	// coordinate and differ only in access latency, so the entry with the
+	// largest Access bounds them all, Rate is their sum, and Count weighs
+	// the entry in the centroid.
+	Count int
 }
 
 // Clients are a topic's individual producers and consumers.
@@ -124,6 +143,13 @@ type Topic struct {
 type Snapshot struct {
 	Nodes  []Node
 	Topics []Topic
+	// Round numbers the round being planned; 0 means the round after the
+	// previous one (State.Round + 1). A caller that plans on a timer and
+	// also on events numbers its timer rounds and gives an event round the
+	// number of the last one: a repeated number does not advance a
+	// confirmation streak, so confirmation and cool-down keep counting
+	// timer rounds, not events. It must not be below State.Round.
+	Round uint64
 }
 
 // Validate checks that node IDs and topic names are unique and non-empty, that
@@ -153,8 +179,9 @@ func (s *Snapshot) Validate() error {
 		if err := check(n.Coord, false, func() string { return "node " + string(n.ID) }); err != nil {
 			return err
 		}
-		if !nonNegative(n.Load.CPU) || !nonNegative(n.Load.Memory) || !nonNegative(n.Load.Network) {
-			return fmt.Errorf("%w: node %s: bad load %+v", ErrSnapshot, n.ID, n.Load)
+		if !nonNegative(n.Load.CPU) || !nonNegative(n.Load.Memory) || !nonNegative(n.Load.Network) ||
+			!nonNegative(n.Rate) || !nonNegative(n.OutRate) {
+			return fmt.Errorf("%w: node %s: bad load %+v, rate %v, out rate %v", ErrSnapshot, n.ID, n.Load, n.Rate, n.OutRate)
 		}
 	}
 	topics := make(map[string]bool, len(s.Topics))
@@ -189,8 +216,8 @@ func (s *Snapshot) Validate() error {
 				if err := check(c.Coord, false, what); err != nil {
 					return err
 				}
-				if c.Access < 0 || !nonNegative(c.Rate) {
-					return fmt.Errorf("%w: topic %s: client with negative access latency or rate", ErrSnapshot, t.Name)
+				if c.Access < 0 || !nonNegative(c.Rate) || c.Count < 0 {
+					return fmt.Errorf("%w: topic %s: client with negative access latency, rate or count", ErrSnapshot, t.Name)
 				}
 			}
 		}

@@ -46,17 +46,27 @@ func summarizeSide(cs []Client) (Side, error) {
 	if len(cs) == 0 {
 		return Side{}, nil
 	}
-	side := Side{Count: len(cs), Node: cs[0].Node}
+	side := Side{Node: cs[0].Node}
 	list := make([]*coordinate.Coordinate, len(cs))
+	weights := make([]int, len(cs))
+	folded := false
 	for i := range cs {
 		list[i] = cs[i].Coord
+		weights[i] = max(cs[i].Count, 1)
+		folded = folded || weights[i] > 1
+		side.Count += weights[i]
 		side.Access = max(side.Access, cs[i].Access)
 		if cs[i].Node != side.Node {
 			side.Node = ""
 		}
 	}
 	var err error
-	if side.Centroid, err = coords.Centroid(list); err != nil {
+	if folded {
+		side.Centroid, err = weightedCentroid(list, weights)
+	} else {
+		side.Centroid, err = coords.Centroid(list)
+	}
+	if err != nil {
 		return Side{}, err
 	}
 	dev, err := coords.MaxDeviation(list, side.Centroid)
@@ -73,6 +83,37 @@ func summarizeSide(cs []Client) (Side, error) {
 	}
 	side.Radius = radius / 2
 	return side, nil
+}
+
+// weightedCentroid is coords.Centroid with each coordinate counted
+// weights[i] times: the centroid of the clients that folded entries stand
+// for.
+func weightedCentroid(cs []*coordinate.Coordinate, weights []int) (*coordinate.Coordinate, error) {
+	if err := coords.Check(cs[0], 0); err != nil {
+		return nil, err
+	}
+	dims := len(cs[0].Vec)
+	out := &coordinate.Coordinate{Vec: make([]float64, dims)}
+	total := 0.0
+	for i, c := range cs {
+		if err := coords.Check(c, dims); err != nil {
+			return nil, err
+		}
+		w := float64(weights[i])
+		for j, v := range c.Vec {
+			out.Vec[j] += w * v
+		}
+		out.Height += w * c.Height
+		out.Adjustment += w * c.Adjustment
+		out.Error = max(out.Error, c.Error)
+		total += w
+	}
+	for j := range out.Vec {
+		out.Vec[j] /= total
+	}
+	out.Height /= total
+	out.Adjustment /= total
+	return out, nil
 }
 
 // centerIterations bounds the work of coords.EnclosingCenter; its radius is

@@ -17,6 +17,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 var idleWindow = flag.Duration("idle-window", 10*time.Second, "how long BenchmarkIdleGroups measures CPU")
@@ -95,7 +97,7 @@ func tcpGroups(b *testing.B, n int, groups []GroupID, tune func(*Config)) (map[G
 	}
 	for i := range n {
 		reg := prometheus.NewRegistry()
-		cfg := Config{NodeID: ms[i].ID, Addr: ms[i].Addr, Listener: lns[i], Dial: DialTCP, DataDir: b.TempDir(),
+		cfg := Config{NodeID: ms[i].ID, Addr: ms[i].Addr, Listener: lns[i], Dial: netx.DialTCP, DataDir: b.TempDir(),
 			Registerer: reg, MaxGroups: 1024}
 		if tune != nil {
 			tune(&cfg)

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -10,16 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
-// DialFunc opens a stream to a node's cluster address.
-type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
-
-// DialTCP dials addr over TCP; it is the DialFunc for production.
-func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
-}
+// DialFunc opens a stream to a node's cluster address (netx.DialTCP in
+// production).
+type DialFunc = netx.DialFunc
 
 // Timeouts are a group's Raft timing. Followers stand for election after
 // Heartbeat without hearing from the leader (the library checks at random
@@ -91,7 +87,7 @@ type Config struct {
 	// node's first-byte multiplexer; the byte still unread). The Engine
 	// owns it from New on.
 	Listener net.Listener
-	// Dial opens connections to other nodes' cluster addresses (DialTCP in
+	// Dial opens connections to other nodes' cluster addresses (netx.DialTCP in
 	// production).
 	Dial DialFunc
 	// TLS secures every group connection after its kind byte (nil:
@@ -224,10 +220,10 @@ func (id GroupID) Validate() error {
 	return nil
 }
 
-// dirName is id as a directory name: letters, digits, '-' and '_' stay,
+// DirName is id as a directory name: letters, digits, '-' and '_' stay,
 // every other byte (including '/' and '.') becomes %XX, so an id can never
 // name a path outside DataDir.
-func (id GroupID) dirName() string {
+func (id GroupID) DirName() string {
 	var b strings.Builder
 	for i := 0; i < len(id); i++ {
 		c := id[i]

@@ -81,7 +81,8 @@
 // shuts down). The engine owns its accept loop and connection handlers;
 // Engine.Close closes every group.
 //
-// Nothing imports this package yet; the sequencing state machine and the
-// publish path will. Only internal/meta and this package may import
-// hashicorp/raft (a lint test enforces it).
+// The node's replicas (internal/replicas) open groups on the engine, with
+// the sequencer (through sequencer/replica) as their state machine; the
+// publish path submits to them. Only internal/meta and this package may
+// import hashicorp/raft (a lint test enforces it).
 package replication

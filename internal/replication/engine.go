@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/logging"
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // maxHandshakes bounds the inbound connections being classified at once;
@@ -180,8 +181,10 @@ func (e *Engine) roles() map[Role]int {
 	return out
 }
 
-// groupDir is where a group's storage lives.
-func (e *Engine) groupDir(id GroupID) string { return filepath.Join(e.cfg.DataDir, id.dirName()) }
+// GroupDir is the directory holding group id's storage (its Raft log and
+// snapshots); Delete removes it whole, so a state machine may keep its own
+// files in it too.
+func (e *Engine) GroupDir(id GroupID) string { return filepath.Join(e.cfg.DataDir, id.DirName()) }
 
 // Delete removes a group's storage: what a node does after it was removed
 // from the group (a migration moved the replica elsewhere). The group is
@@ -199,7 +202,7 @@ func (e *Engine) Delete(id GroupID) error {
 		return err
 	}
 	defer e.release(id, nil)
-	if err := os.RemoveAll(e.groupDir(id)); err != nil {
+	if err := os.RemoveAll(e.GroupDir(id)); err != nil {
 		return fmt.Errorf("replication: delete group %s: %w", id, err)
 	}
 	return nil
@@ -264,7 +267,7 @@ func (e *Engine) route(c net.Conn) {
 		refuse(refuseKind, statusNone, err)
 		return
 	}
-	c, err := secure(ctx, c, e.cfg.TLS, true)
+	c, err := netx.Secure(ctx, c, e.cfg.TLS, true)
 	if err != nil {
 		e.metrics.refused[refuseTLS].Inc()
 		e.log.Warn("replication: refused a connection", "remote", remote, "err", err)
@@ -289,7 +292,7 @@ func (e *Engine) route(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	if !g.streams().offer(e.ctx, c) {
+	if !g.streams().Offer(e.ctx, c) {
 		_ = c.Close()
 	}
 }

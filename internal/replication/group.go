@@ -92,7 +92,7 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 	}()
 	cfg := e.cfg
 	log := e.log.With("group", string(id))
-	dir := e.groupDir(id)
+	dir := e.GroupDir(id)
 	walDir := filepath.Join(dir, "wal")
 	if err := os.MkdirAll(walDir, 0o750); err != nil {
 		return nil, fmt.Errorf("replication: group %s: %w", id, err)

@@ -402,7 +402,11 @@ func TestFailingStateMachineClosesGroup(t *testing.T) {
 		if !errors.Is(err, ErrFailed) || !errors.Is(err, ErrUnknownOutcome) {
 			t.Fatalf("proposal the state machine failed: %v", err)
 		}
-		waitFor(t, time.Second, "the group closes", func() bool { return g.Stats().Role == RoleShutdown })
+		// Closing runs on its own goroutine after Raft stops: wait until the
+		// engine has let go of the group, so it can be opened again.
+		waitFor(t, time.Second, "the group closes", func() bool {
+			return g.Stats().Role == RoleShutdown && c.engines["n1"].lookup(g.ID()) == nil
+		})
 		if _, err := g.Submit(ctxFor(t, time.Second), []byte("x")); !errors.Is(err, ErrFailed) {
 			t.Errorf("submit after the failure: %v", err)
 		}

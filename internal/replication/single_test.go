@@ -134,7 +134,7 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("group id %q: %v", id, err)
 			}
 		}
-		if got := GroupID("swarm/../7.x").dirName(); got != "swarm%2F%2E%2E%2F7%2Ex" {
+		if got := GroupID("swarm/../7.x").DirName(); got != "swarm%2F%2E%2E%2F7%2Ex" {
 			t.Errorf("dir name %q", got)
 		}
 	})

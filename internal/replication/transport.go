@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // Kind is the first byte of every group connection on a node's cluster
@@ -121,67 +123,37 @@ func splitAddress(a raft.ServerAddress) (id, addr string) {
 
 // layer is one group's raft.StreamLayer. Accept yields the connections the
 // engine's accept loop routed to the group; Dial opens connections to other
-// replicas. It tracks its connections so that Close (called when the
-// group's transport closes) ends them and the goroutines reading them.
+// replicas. Its Streams track every connection, so that Close (called when
+// the group's transport closes) ends them and the goroutines reading them.
 type layer struct {
+	*netx.Streams
 	// immutable
-	local    string // this node's id
-	addr     raftAddr
-	group    GroupID
-	dial     DialFunc
-	tls      *tls.Config
-	incoming chan net.Conn // from the accept loop; never closed
-	done     chan struct{}
-	ctx      context.Context // ends at Close: aborts dials in progress
-	cancel   context.CancelFunc
-	once     sync.Once
-
-	mu struct {
-		sync.Mutex
-		conns map[net.Conn]struct{} // nil once closed
-	}
+	local  string // this node's id
+	addr   raftAddr
+	group  GroupID
+	dial   DialFunc
+	tls    *tls.Config
+	ctx    context.Context // ends at Close: aborts dials in progress
+	cancel context.CancelFunc
 }
 
 var _ raft.StreamLayer = (*layer)(nil)
 
 func newLayer(local, addr string, group GroupID, dial DialFunc, tlsCfg *tls.Config) *layer {
 	l := &layer{
-		local: local, addr: raftAddr(raftAddress(local, addr)), group: group,
+		Streams: netx.NewStreams("replication: group " + string(group)),
+		local:   local, addr: raftAddr(raftAddress(local, addr)), group: group,
 		dial: dial, tls: tlsCfg,
-		incoming: make(chan net.Conn), done: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	l.mu.conns = map[net.Conn]struct{}{}
 	return l
-}
-
-// offer hands an accepted connection to Accept; false once the layer or
-// ctx closed (the caller closes the connection).
-func (l *layer) offer(ctx context.Context, c net.Conn) bool {
-	select {
-	case l.incoming <- c:
-		return true
-	case <-l.done:
-	case <-ctx.Done():
-	}
-	return false
-}
-
-// Accept returns the next inbound connection of the group.
-func (l *layer) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.incoming:
-		return l.track(c)
-	case <-l.done:
-		return nil, fmt.Errorf("replication: group %s: %w", l.group, net.ErrClosed)
-	}
 }
 
 // Dial opens a group connection to address ("nodeID@addr").
 func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	select {
-	case <-l.done:
-		return nil, fmt.Errorf("replication: group %s: %w", l.group, net.ErrClosed)
+	case <-l.Done():
+		return nil, l.ErrClosed()
 	default:
 	}
 	to, addr := splitAddress(address)
@@ -198,7 +170,7 @@ func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		_ = c.Close()
 		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
 	}
-	if c, err = secure(ctx, c, l.tls, false); err != nil {
+	if c, err = netx.Secure(ctx, c, l.tls, false); err != nil {
 		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
 	}
 	if _, err := c.Write(hello{from: l.local, to: to, group: l.group}.append(nil)); err != nil {
@@ -206,41 +178,14 @@ func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		return nil, fmt.Errorf("replication: group %s: dial %s: %w", l.group, address, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	return l.track(&ackConn{Conn: c, group: l.group, remote: string(address)})
-}
-
-func (l *layer) track(c net.Conn) (net.Conn, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.conns == nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("replication: group %s: %w", l.group, net.ErrClosed)
-	}
-	tc := &trackedConn{Conn: c, layer: l}
-	l.mu.conns[tc] = struct{}{}
-	return tc, nil
-}
-
-func (l *layer) forget(c net.Conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.mu.conns, c)
+	return l.Track(&ackConn{Conn: c, group: l.group, remote: string(address)})
 }
 
 // Close stops Accept, aborts dials in progress and closes every connection
 // of the group.
 func (l *layer) Close() error {
-	l.once.Do(func() {
-		close(l.done)
-		l.cancel()
-		l.mu.Lock()
-		conns := l.mu.conns
-		l.mu.conns = nil
-		l.mu.Unlock()
-		for c := range conns {
-			_ = c.(*trackedConn).Conn.Close()
-		}
-	})
+	l.cancel()
+	l.Streams.Close()
 	return nil
 }
 
@@ -251,16 +196,6 @@ type raftAddr string
 
 func (a raftAddr) Network() string { return "replication" }
 func (a raftAddr) String() string  { return string(a) }
-
-type trackedConn struct {
-	net.Conn
-	layer *layer
-}
-
-func (c *trackedConn) Close() error {
-	c.layer.forget(c)
-	return c.Conn.Close()
-}
 
 // ackConn is a dialled connection whose first byte to read is the
 // accepting engine's status for the hello.
@@ -289,24 +224,4 @@ func (c *ackConn) Read(b []byte) (int, error) {
 	}
 	c.mu.Unlock()
 	return c.Conn.Read(b)
-}
-
-// secure runs the TLS handshake on c after its kind byte when cfg is set:
-// as the server for an accepted connection, as the client for a dialled
-// one. On failure c is closed.
-func secure(ctx context.Context, c net.Conn, cfg *tls.Config, server bool) (net.Conn, error) {
-	if cfg == nil {
-		return c, nil
-	}
-	var tc *tls.Conn
-	if server {
-		tc = tls.Server(c, cfg)
-	} else {
-		tc = tls.Client(c, cfg)
-	}
-	if err := tc.HandshakeContext(ctx); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("tls: %w", err)
-	}
-	return tc, nil
 }

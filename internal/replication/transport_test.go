@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/tlstest"
 )
@@ -28,7 +29,7 @@ func rawHello(t *testing.T, c *cluster, cfg *tls.Config, to string, h hello) (by
 	if _, err := conn.Write([]byte{Kind}); err != nil {
 		t.Fatal(err)
 	}
-	if conn, err = secure(ctxFor(t, 5*time.Second), conn, cfg, false); err != nil {
+	if conn, err = netx.Secure(ctxFor(t, 5*time.Second), conn, cfg, false); err != nil {
 		return 0, err
 	}
 	if _, err := conn.Write(h.append(nil)); err != nil {

@@ -230,6 +230,7 @@ func (c *Conn) pause(d time.Duration) error {
 		}
 		ch := c.w.space
 		s.mu.Unlock()
+		c.rb.flush()
 		select {
 		case <-t.C():
 			return nil

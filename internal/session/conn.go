@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -21,11 +22,13 @@ import (
 )
 
 // Conn is one client connection bound to a session. The reader side runs on
-// the goroutine that called Serve; the writer is started on demand.
+// a goroutine Serve starts; writes are made by whoever holds the writer
+// role (see writer.go).
 type Conn struct {
 	env *Env
 	nc  net.Conn
 	r   *packet.Reader
+	raw *rawSock // the socket of a plain TCP connection; nil for others
 
 	// Fixed once CONNECT has been handled.
 	version         packet.Version
@@ -44,25 +47,35 @@ type Conn struct {
 	pubMsgs      bucket
 	pubBytes     bucket
 
-	// Writer-owned (one writer runs at a time).
-	writeDeadline time.Time // when the write deadline was last set
+	// rb is the reader's batch: the writes its packets caused, made before
+	// it reads again (see batch.go).
+	rb batch
 
-	aliasOut  map[string]uint16
-	nextAlias uint16
+	// Owned by the holder of the writer role (see writer.go).
+	writeDeadline time.Time // when the write deadline was last set
+	pending       []byte    // bytes an inline write left unsent: the writer goroutine sends them first
+	aliasOut      map[string]uint16
+	nextAlias     uint16
 
 	// Guarded by s.mu (the session's lock) once bound.
 	w struct {
 		held       bool // bound but CONNACK not yet queued: send nothing
 		connack    *packet.Connack
 		resp       []*respSlot
-		writing    bool
-		resend     bool // in-flight entries must be re-sent (after Bind)
-		closing    bool // the final packet (if any) is the last thing sent
+		writing    bool          // the writer role is held
+		running    bool          // a writer goroutine exists
+		idle       bool          // it is lingering without the role
+		wake       chan struct{} // wakes it (capacity 1)
+		resend     bool          // in-flight entries must be re-sent (after Bind)
+		closing    bool          // the final packet (if any) is the last thing sent
 		final      packet.Packet
 		finalSent  bool
 		gone       bool // the connection has ended
-		inflightIn int  // inbound QoS>0 publishes not yet fully acknowledged
-		awaitRel   int  // of those, QoS 2 flows whose PUBREC was written: the client's PUBREL is next
+		sockClosed bool // the socket is closed: ctx is done
+		ctx        context.Context
+		cancel     context.CancelFunc
+		inflightIn int // inbound QoS>0 publishes not yet fully acknowledged
+		awaitRel   int // of those, QoS 2 flows whose PUBREC was written: the client's PUBREL is next
 		space      chan struct{}
 		flushed    chan struct{} // closed by the writer after the final packet
 	}
@@ -135,6 +148,10 @@ type respSlot struct {
 // Ack implements Acker for the PUBACK/PUBREC a publish waits on.
 func (sl *respSlot) Ack(code packet.ReasonCode) { sl.c.completeAck(sl, code) }
 
+// PacketID is the packet id of the publish the slot acknowledges: with the
+// client id, what the sequenced publish path deduplicates retries by.
+func (sl *respSlot) PacketID() uint16 { return sl.ack.PacketID }
+
 // Serve runs one client connection to its end: the CONNECT handshake, then
 // the read loop. It closes nc before returning. A panic in the connection's
 // code is recovered, logged with its stack and counted.
@@ -146,7 +163,8 @@ func (sl *respSlot) Ack(code packet.ReasonCode) { sl.c.completeAck(sl, code) }
 // parked in a socket read, so a deep stack here would cost every idle
 // connection. ended (if not nil) is called once the connection is over.
 func Serve(nc net.Conn, env *Env, ended func()) {
-	c := &Conn{env: env, nc: nc, done: make(chan struct{}), ended: ended, publishWill: true}
+	c := &Conn{env: env, nc: nc, raw: newRawSock(nc), done: make(chan struct{}), ended: ended, publishWill: true}
+	c.rb.owner = c
 	if !c.guard(c.connect) {
 		c.finish()
 		return
@@ -158,25 +176,36 @@ func Serve(nc net.Conn, env *Env, ended func()) {
 // client's next bytes right here, at the top of the goroutine, so an idle
 // connection parks with the smallest stack the runtime allows (see Serve);
 // decoding and handling happen in step, deeper, and return.
+//
+// Each read takes in every byte the socket holds, and the reader handles
+// every complete packet in it before it reads again; the writes those
+// packets caused wait in its batch until then (see batch.go).
 func (c *Conn) run() {
 	defer c.exit()
 	for {
 		if c.r.Buffered() == 0 {
+			c.rb.flush()
 			c.armKeepAlive()
-			n, err := c.nc.Read(c.r.Space())
+			space := c.r.Space()
+			n, err := c.readSocket(space)
 			if n == 0 && err != nil {
 				c.readFailed(err)
 				return
 			}
 			c.r.Wrote(n, err)
 			c.env.Metrics.BytesIn.Add(float64(n))
+			c.rb.reopen(n == len(space))
 		}
 		if t, ok := c.r.PeekType(); ok && rare(t) {
-			// Decoding and handling these go deep; doing it on a
-			// short-lived goroutine keeps this one's stack minimal for a
-			// client that subscribes and then idles.
+			// Decoding and handling these go deep, and so does writing
+			// their answers: doing both on a short-lived goroutine keeps
+			// this one's stack minimal for a client that subscribes and
+			// then idles.
 			var more bool
-			onFreshStack(func() { more = c.step() })
+			onFreshStack(func() {
+				more = c.step()
+				c.rb.flush()
+			})
 			if !more {
 				return
 			}
@@ -204,6 +233,7 @@ func (c *Conn) exit() {
 		c.noteEnd("panic in the connection handler")
 		c.publishWill = true
 	}
+	c.flushSafely() // connections the batch took on must not wait for a reader that is gone
 	c.end(c.publishWill)
 	c.finish()
 }
@@ -432,7 +462,7 @@ func (c *Conn) handshake(cp *packet.Connect) bool {
 	s.mu.Lock()
 	c.w.connack = ack
 	c.w.held = false
-	c.kickWriterLocked()
+	c.kickWriterLocked(nil)
 	s.mu.Unlock()
 	return true
 }
@@ -511,17 +541,61 @@ func (c *Conn) countProtocolError(err error) {
 }
 
 func (c *Conn) closeSocket() {
-	c.closeOnce.Do(func() { _ = c.nc.Close() })
+	c.closeOnce.Do(func() {
+		_ = c.nc.Close()
+		if s := c.s; s != nil {
+			s.mu.Lock()
+			c.w.sockClosed = true
+			if c.w.cancel != nil {
+				c.w.cancel()
+			}
+			s.mu.Unlock()
+		}
+	})
 }
 
-// countingReader counts the bytes read from the socket.
+// context returns the connection's context, made on first use (few
+// connections need one): it ends when the socket is closed, so that a
+// reader blocked on the store gives up with its connection.
+func (c *Conn) context() context.Context {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.w.ctx == nil {
+		c.w.ctx, c.w.cancel = context.WithCancel(context.Background())
+		if c.w.sockClosed {
+			c.w.cancel()
+		}
+	}
+	return c.w.ctx
+}
+
+// passThrough is a connection wrapper whose bytes reach the connection it
+// wraps unchanged (the listener's admission wrapper), so the socket
+// underneath may be read and written directly. TLS and WebSocket
+// connections transform their bytes and must not implement it.
+type passThrough interface{ PassThrough() net.Conn }
+
+// readSocket reads the client's next bytes.
+func (c *Conn) readSocket(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.Read(p)
+	}
+	return c.nc.Read(p)
+}
+
+// countingReader is the packet.Reader's source: it reads the rest of a
+// packet that arrived in pieces (run reads whole buffers), writing the
+// reader's batch first, and counts the bytes.
 type countingReader struct{ c *Conn }
 
 func (d countingReader) Read(p []byte) (int, error) {
-	n, err := d.c.nc.Read(p)
+	c := d.c
+	c.rb.flush()
+	n, err := c.readSocket(p)
 	if n > 0 {
-		d.c.env.Metrics.BytesIn.Add(float64(n))
+		c.env.Metrics.BytesIn.Add(float64(n))
 	}
+	c.rb.reopen(n == len(p))
 	return n, err
 }
 

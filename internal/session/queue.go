@@ -13,6 +13,14 @@ type Delivery struct {
 	Retain bool     // retain flag to send
 	IDs    []uint32 // subscription identifiers (owned by the delivery)
 	Shared string   // "$share/group/filter" when delivered through a shared subscription
+	// Group and Seq name a record of a placement group's log (a sequenced
+	// topic's message): the session delivers each position at most once
+	// and in order, through its cursor on the group (cursor.go). Replay
+	// marks a delivery by the session's replay of the group, which its
+	// cursor takes while live deliveries of the group wait.
+	Group  string
+	Seq    uint64
+	Replay bool
 
 	seq      uint64  // store sequence when persisted (persistent sessions, QoS>0), else 0
 	ticket   *Ticket // the publish batch that persisted it, until acknowledged

@@ -19,6 +19,10 @@ import (
 // the writer catches up (a client that sends requests but does not read).
 const respBound = 4096
 
+// finalWait is how long a connection being closed gives its final
+// DISCONNECT to reach the client before the socket is closed anyway.
+const finalWait = 2 * time.Second
+
 // errClosing ends the read loop after the connection was told to close.
 var errClosing = errors.New("session: connection closing")
 
@@ -141,16 +145,17 @@ func (c *Conn) sendFinal(code packet.ReasonCode, reason string) {
 	c.waitFlushed()
 }
 
-// waitFlushed waits, at most two seconds, until the writer has sent the
+// waitFlushed waits, at most finalWait, until the writer has sent the
 // final packet the connection was given, if any.
 func (c *Conn) waitFlushed() {
+	c.rb.flush()
 	c.s.mu.Lock()
 	flushed := c.w.flushed
 	c.s.mu.Unlock()
 	if flushed == nil {
 		return
 	}
-	t := c.env.Clock.NewTimer(2 * time.Second)
+	t := c.env.Clock.NewTimer(finalWait)
 	defer t.Stop()
 	select {
 	case <-flushed:
@@ -170,12 +175,12 @@ func (c *Conn) setFinalLocked(code packet.ReasonCode, reason string) {
 		}
 		c.w.final = d
 	}
-	c.kickWriterLocked()
+	c.kickWriterLocked(nil)
 }
 
 // Disconnect asks the connection to end: MQTT 5 clients get DISCONNECT with
 // code. It returns at once; Done is closed when the connection has ended.
-// A client that does not take the DISCONNECT within two seconds is cut off.
+// A client that does not take the DISCONNECT within finalWait is cut off.
 func (c *Conn) Disconnect(code packet.ReasonCode, reason string) {
 	s := c.s
 	if s == nil {
@@ -194,7 +199,7 @@ func (c *Conn) Disconnect(code packet.ReasonCode, reason string) {
 		return
 	}
 	s.mu.Unlock()
-	c.env.Clock.AfterFunc(2*time.Second, c.closeSocket)
+	c.env.Clock.AfterFunc(finalWait, c.closeSocket)
 }
 
 func (c *Conn) isClosing() bool {
@@ -215,6 +220,7 @@ func (c *Conn) end(publishWill bool) {
 		already := c.w.gone
 		c.w.gone = true
 		c.wakeReaderLocked()
+		c.wakeWriterLocked() // a lingering writer exits
 		s.mu.Unlock()
 		if already {
 			return
@@ -264,6 +270,7 @@ func (c *Conn) waitForRoom() error {
 		}
 		ch := c.w.space
 		s.mu.Unlock()
+		c.rb.flush() // the room comes from writing, which may be this batch's
 		<-ch
 	}
 }
@@ -273,7 +280,7 @@ func (c *Conn) waitForRoom() error {
 func (c *Conn) respond(p packet.Packet, dec bool) {
 	c.s.mu.Lock()
 	c.w.resp = append(c.w.resp, &respSlot{p: p, ready: true, dec: dec})
-	c.kickWriterLocked()
+	c.kickWriterLocked(nil)
 	c.s.mu.Unlock()
 }
 
@@ -292,7 +299,7 @@ func (c *Conn) complete(sl *respSlot) {
 	sl.pending--
 	if sl.pending <= 0 {
 		sl.ready = true
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 	c.s.mu.Unlock()
 }
@@ -399,7 +406,7 @@ func (c *Conn) onPublish(p *packet.Publish) error {
 		sl.qos2 = true
 		sl.ack = ackFields{Kind: packet.PUBREC, PacketID: p.PacketID}
 		if b != nil {
-			if err := c.env.Store.Commit(context.Background(), b, func(err error) {
+			if err := c.env.Store.Commit(c.context(), b, func(err error) {
 				if err != nil {
 					c.completeAck(sl, packet.ImplementationSpecificError)
 					return
@@ -446,7 +453,7 @@ func (c *Conn) completeAck(sl *respSlot, code packet.ReasonCode) {
 		if sl.qos2 && sl.ack.ReasonCode.IsError() {
 			delete(c.s.mu.inbound, sl.ack.PacketID)
 		}
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 	failed := ready && sl.ack.ReasonCode.IsError() && c.version != packet.V5
 	c.s.mu.Unlock()
@@ -555,7 +562,7 @@ func (c *Conn) completeOutbound(p *packet.Ack) error {
 		c.sampleRTT(time.Duration(c.env.Clock.Now().UnixNano() - done.sentAt))
 	}
 	if s.mu.queue.Len() > 0 || s.mu.spilled > 0 {
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 	s.mu.Unlock()
 	if done.seq != 0 && c.env.Store != nil {
@@ -568,7 +575,13 @@ func (c *Conn) completeOutbound(p *packet.Ack) error {
 	return nil
 }
 
-// commitBehind commits a write whose durability nobody waits for.
+// commitBehind commits a write whose durability nobody waits for: delivery
+// state and deletions, which must reach the store even when the connection
+// has ended (a lost deletion of an inbound QoS 2 id would, after a restart,
+// make the client's next message with that id look like a duplicate). So
+// it deliberately takes no context that ends with the connection or the
+// node: a Commit blocked on a full queue is released by the store's Close,
+// which queues it first.
 func (c *Conn) commitBehind(b *store.Batch) {
 	if err := c.env.Store.Commit(context.Background(), b, func(err error) {
 		if err != nil {
@@ -591,7 +604,12 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 	have := c.s.SubscriptionCount()
 	sysRefused := false
 	limits := topic.Limits{MaxLength: lim.MaxTopicLength, MaxLevels: lim.MaxTopicLevels}
+	from, ferr := fromProperty(p.Props.User)
 	for i, sub := range p.Subs {
+		if ferr != nil {
+			codes[i] = packet.ImplementationSpecificError
+			continue
+		}
 		if err := topic.ValidateFilter(sub.Filter); err != nil {
 			codes[i] = packet.TopicFilterInvalid
 			continue
@@ -616,14 +634,17 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 				continue
 			}
 		}
-		reqs = append(reqs, SubRequest{Filter: sub.Filter, Opts: router.Options{
+		reqs = append(reqs, SubRequest{Filter: sub.Filter, From: from, Opts: router.Options{
 			QoS: min(sub.QoS, 2), NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished,
 			RetainHandling: sub.RetainHandling, ID: id,
 		}})
 		idx = append(idx, i)
 	}
 	ack := &packet.Suback{PacketID: p.PacketID, Codes: codes}
-	if sysRefused && c.version == packet.V5 && c.problemInfo {
+	switch {
+	case ferr != nil && c.version == packet.V5:
+		ack.Props.SetReasonString(ferr.Error())
+	case sysRefused && c.version == packet.V5 && c.problemInfo:
 		ack.Props.SetReasonString(SysRefusal)
 	}
 	if len(reqs) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
@@ -64,6 +65,9 @@ type Env struct {
 type SubRequest struct {
 	Filter string // as subscribed, including any "$share/group/" prefix
 	Opts   router.Options
+	// From is the SUBSCRIBE's sx-from user property: where the history of
+	// the sequenced topics the filter matches is replayed from.
+	From From
 }
 
 // Hub is the broker as a session sees it.
@@ -98,12 +102,26 @@ type AckFunc func(packet.ReasonCode)
 
 func (f AckFunc) Ack(code packet.ReasonCode) { f(code) }
 
-// Persist collects the store writes of one publish: a batch and the ticket
-// that orders later deletions behind it. Both are allocated on first use,
-// so a publish that persists nothing allocates neither.
+// Persist is what the deliveries of one publish share: the store writes
+// they collect (a batch and the ticket that orders later deletions behind
+// it, both allocated on first use, so a publish that persists nothing
+// allocates neither), and the publishing session.
 type Persist struct {
 	Batch  *store.Batch
 	Ticket *Ticket
+	// From is the publishing session (nil: the broker itself). Deliveries
+	// that find a connection's writer idle leave the write to From's reader,
+	// which makes it inline once it has handled the packets of its read
+	// (one write per subscriber per read, no goroutine hand-off).
+	From *Session
+}
+
+// readerBatch is the open batch of the publishing session's reader, if any.
+func (p *Persist) readerBatch() *batch {
+	if p == nil || p.From == nil {
+		return nil
+	}
+	return p.From.batch.Load()
 }
 
 // Add returns the batch to add operations to.
@@ -130,6 +148,10 @@ type Session struct {
 	ID  string
 	env *Env
 
+	// batch is the current connection's reader batch (nil when offline),
+	// for deliveries of the messages it publishes (see Persist.From).
+	batch atomic.Pointer[batch]
+
 	mu struct {
 		sync.Mutex
 		version   packet.Version
@@ -147,6 +169,7 @@ type Session struct {
 		willDelay uint32
 		space     chan struct{} // closed when the queue gains room; nil when nobody waits
 		ended     bool
+		cursors   map[string]*cursor // by placement group (cursor.go); nil until the first
 
 		// The identity of the latest connection and its rights, used for
 		// the will; identified is false until a connection binds (a
@@ -209,6 +232,7 @@ func (s *Session) Bind(c *Conn) {
 	c.s = s
 	c.w.held = true
 	s.mu.conn = c
+	s.batch.Store(&c.rb)
 	s.mu.identified, s.mu.user, s.mu.rights = true, c.id.User, c.id.Rights
 	s.mu.version = c.version
 	s.mu.ended = false
@@ -227,6 +251,7 @@ func (s *Session) Unbind(c *Conn) bool {
 		return false
 	}
 	s.mu.conn = nil
+	s.batch.CompareAndSwap(&c.rb, nil)
 	var keep ring
 	for s.mu.queue.Len() > 0 {
 		if d := s.mu.queue.PopFront(); d.QoS > 0 {
@@ -312,6 +337,7 @@ func (s *Session) Record(disconnectedAt time.Time) *store.SessionRecord {
 	if s.mu.will != nil {
 		r.Will, r.WillDelay = s.mu.will, s.mu.willDelay
 	}
+	r.Cursors = s.cursorRecordsLocked()
 	return r
 }
 
@@ -350,6 +376,10 @@ const (
 	Dropped                // dropped by the queue policy (counted)
 	Full                   // non-persistent queue full of QoS 1/2: wait on the channel, then retry or give up
 	Gone                   // the session has ended
+	// Skipped: a record of a placement group the session's cursor has
+	// passed, or whose live deliveries wait for the session's replay
+	// (cursor.go); not counted as a drop.
+	Skipped
 )
 
 // Ticket orders a publish's store writes before any later deletion of the
@@ -390,13 +420,28 @@ func (t *Ticket) deferDelete(clientID string, seq uint64) bool {
 
 // Deliver offers d to the session. Persistent sessions add the QoS 1/2
 // message to p (committed by the caller, then p.Ticket.Committed). See
-// docs/design/broker.md for the queue policy.
+// docs/design/broker.md for the queue policy. Before it reports Full (the
+// caller is about to wait for room), the publisher's batch is written: the
+// wait must not hold back deliveries already routed to others.
 func (s *Session) Deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
+	out, wait := s.deliver(d, p)
+	if out == Full {
+		if b := p.readerBatch(); b != nil {
+			b.flush()
+		}
+	}
+	return out, wait
+}
+
+func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 	lim := &s.env.Limits
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.ended {
 		return Gone, nil
+	}
+	if d.Group != "" && !s.admitLocked(&d) {
+		return Skipped, nil
 	}
 	if d.QoS == 0 {
 		if s.mu.conn == nil {
@@ -406,13 +451,21 @@ func (s *Session) Deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 			s.env.Metrics.Drop(metrics.DropQueueFull, 1)
 			return Dropped, nil
 		}
-		s.pushLocked(d)
+		s.pushLocked(d, p.readerBatch())
 		return Queued, nil
 	}
 	if s.mu.expiry > 0 && s.env.Store != nil {
 		full := s.mu.spilled > 0 || s.mu.queue.Len() >= lim.MaxQueued
 		if full && s.mu.spilled == 0 && s.dropOldestQoS0Locked() {
 			full = false
+		}
+		if full && d.Replay {
+			// A replay waits for room instead of spilling: the backlog
+			// stays a cursor in the log, not a copy in the store.
+			if s.mu.space == nil {
+				s.mu.space = make(chan struct{})
+			}
+			return Full, s.mu.space
 		}
 		if full && s.mu.spilled >= lim.MaxStored {
 			s.env.Metrics.Drop(metrics.DropSessionQuota, 1)
@@ -428,12 +481,21 @@ func (s *Session) Deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 				s.mu.spillFrom = d.seq
 			}
 			s.mu.spilled++
+			s.passedLocked(&d)
 			return Spilled, nil
 		}
-		s.pushLocked(d)
+		s.pushLocked(d, p.readerBatch())
 		return Queued, nil
 	}
 	if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() && d.Msg.Publisher != s.ID {
+		if c := s.mu.conn; c == nil || c.w.closing || c.w.gone {
+			// Its connection is already being closed (a slow consumer cut
+			// off, a takeover): nothing will make room, and the queue goes
+			// with the session. Counted once more as the slow consumer's
+			// loss, without holding the publisher back again.
+			s.env.Metrics.Drop(metrics.DropSlowConsumer, 1)
+			return Dropped, nil
+		}
 		if s.mu.space == nil {
 			s.mu.space = make(chan struct{})
 		}
@@ -444,15 +506,18 @@ func (s *Session) Deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 	// acknowledgements it has yet to read can make. The overflow is bounded
 	// by what the reader accepts before it stops (receive maximum, response
 	// FIFO).
-	s.pushLocked(d)
+	s.pushLocked(d, p.readerBatch())
 	return Queued, nil
 }
 
-func (s *Session) pushLocked(d Delivery) {
+// pushLocked queues d; b (nil: none) is the publisher's batch, which may
+// take on the write.
+func (s *Session) pushLocked(d Delivery, b *batch) {
+	s.passedLocked(&d)
 	s.mu.queue.PushBack(d)
 	s.env.Metrics.QueuedMessages.Inc()
 	if c := s.mu.conn; c != nil {
-		c.kickWriterLocked()
+		c.kickWriterLocked(b)
 	}
 }
 

@@ -4,15 +4,26 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/metrics"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/store"
 )
 
 const (
+	// maxBatchItems and maxBatchBytes bound what one turn of the writer
+	// collects: the bytes are estimated before encoding, and a packet
+	// larger than the bound still goes, alone.
 	maxBatchItems = 256
 	maxBatchBytes = 64 << 10
+	// writerLinger is how long a writer goroutine that has run out of work
+	// waits for more before it exits: a busy connection keeps one writer
+	// across its bursts, an idle one keeps none (its memory is a parked
+	// reader and a small buffer).
+	writerLinger = 2 * time.Millisecond
+	// spillRecheck is how soon a reload of spilled messages looks again
+	// when the newest spilled writes had not reached the store yet.
+	spillRecheck = 20 * time.Millisecond
 )
 
 // outItem is one packet the writer will send: a control packet, an
@@ -27,45 +38,109 @@ type outItem struct {
 	final bool
 }
 
-// The writer's buffers are borrowed for one run of writeLoop, so an idle
-// connection holds none.
+// The writer's buffers are borrowed for one run of writeLoop or one flush of
+// a batch, so an idle connection holds none.
 var (
 	bufPool   = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 	itemsPool = sync.Pool{New: func() any { s := make([]outItem, 0, 64); return &s }}
 )
 
-// kickWriterLocked starts the writer if there may be something to send.
-// Called with the session's lock held.
-func (c *Conn) kickWriterLocked() {
+func borrowBuffers() (*[]byte, *[]outItem) {
+	return bufPool.Get().(*[]byte), itemsPool.Get().(*[]outItem)
+}
+
+func returnBuffers(bp *[]byte, buf []byte, ip *[]outItem, items []outItem) {
+	if cap(buf) <= maxBatchBytes*2 {
+		*bp = buf[:0]
+		bufPool.Put(bp)
+	}
+	clear(items[:cap(items)])
+	*ip = items[:0]
+	itemsPool.Put(ip)
+}
+
+// The writer role. One party at a time writes a connection's socket: the
+// holder of the role (c.w.writing, under the session's lock). It is taken
+// by whoever finds the role free when there may be something to send
+// (kickWriterLocked), and is held by
+//   - a reader's batch (see batch.go), which writes the connection from the
+//     reader's goroutine, without blocking, once that reader has handled
+//     the packets of its current read; or
+//   - the connection's writer goroutine, which blocks on the socket when it
+//     must, batches under load, and lingers for writerLinger once idle.
+// A kick that finds the role held does nothing: the holder collects again
+// before it lets go, under the same lock (collectLocked returning nothing).
+// Bytes a non-blocking write could not send (c.pending) go to the writer
+// goroutine, which sends them before anything else, so the order on the
+// wire is the order of collection.
+
+// kickWriterLocked takes the writer role, if it is free, for someone to send
+// what the connection may have to send: the open batch b of a publisher's
+// reader (nil: none), else this connection's own reader's batch if it is
+// open, else the writer goroutine. Called with the session's lock held.
+func (c *Conn) kickWriterLocked(b *batch) {
 	if c.w.writing || c.w.held || c.w.gone || c.w.finalSent {
 		return
 	}
 	c.w.writing = true
-	go c.writeLoop()
+	if b != nil && b.add(c) {
+		return
+	}
+	if b != &c.rb && c.rb.add(c) {
+		return
+	}
+	c.startWriterLocked()
 }
 
-// writeLoop drains what is ready to send, in batches, then exits.
-func (c *Conn) writeLoop() {
-	s := c.s
-	bp := bufPool.Get().(*[]byte)
-	buf := (*bp)[:0]
-	ip := itemsPool.Get().(*[]outItem)
-	items := (*ip)[:0]
-	defer func() {
-		if cap(buf) <= maxBatchBytes*2 {
-			*bp = buf[:0]
-			bufPool.Put(bp)
+// startWriterLocked hands the writer role, which the caller holds, to the
+// writer goroutine: the lingering one, or a new one.
+func (c *Conn) startWriterLocked() {
+	if c.w.running {
+		// Not holding the role, a running writer is lingering.
+		if c.w.idle {
+			c.w.idle = false
+			select {
+			case c.w.wake <- struct{}{}:
+			default: // a wake-up is already pending
+			}
 		}
-		clear(items[:cap(items)])
-		*ip = items[:0]
-		itemsPool.Put(ip)
+		return
+	}
+	c.w.running = true
+	c.w.idle = false
+	c.w.wake = make(chan struct{}, 1)
+	go c.writeLoop(c.w.wake)
+}
+
+// writeLoop is the writer goroutine: it sends what is left of an inline
+// write, then what is ready, in batches; once there is nothing to send it
+// lets go of the role and lingers, and exits if no work comes.
+func (c *Conn) writeLoop(wake chan struct{}) {
+	s := c.s
+	bp, ip := borrowBuffers()
+	buf, items := (*bp)[:0], (*ip)[:0]
+	defer func() { returnBuffers(bp, buf, ip, items) }()
+	var t clock.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
 	}()
 	var ops store.Batch
 	for {
+		if len(c.pending) > 0 {
+			ok := c.write(c.pending, 0)
+			c.pending = nil // rare: not worth keeping on an idle connection
+			if !ok {
+				c.writeFailed()
+				return
+			}
+		}
 		now := c.env.Clock.Now()
 		s.mu.Lock()
 		if c.w.gone {
 			c.stopWritingLocked()
+			c.exitWriterLocked()
 			s.mu.Unlock()
 			return
 		}
@@ -73,29 +148,103 @@ func (c *Conn) writeLoop() {
 		items, reload = c.collectLocked(items[:0], now, &ops)
 		if len(items) == 0 {
 			c.stopWritingLocked()
+			c.w.idle = true
 			s.mu.Unlock()
 			c.flushOps(&ops)
 			if reload {
 				c.reloadSpill()
 			}
-			return
+			if t == nil {
+				t = c.env.Clock.NewTimer(writerLinger)
+			} else {
+				t.Reset(writerLinger)
+			}
+			if !c.linger(wake, t) {
+				return
+			}
+			continue
 		}
 		s.mu.Unlock()
 		c.flushOps(&ops)
 		if reload {
 			c.reloadSpill()
 		}
-		var ok bool
-		if buf, ok = c.send(buf, items, now); !ok {
+		var packets int
+		var tooLarge []uint16
+		var final bool
+		buf, packets, tooLarge, final = c.encode(buf[:0], items, now, nil)
+		clear(items)
+		if len(buf) > 0 && !c.write(buf, packets) {
+			c.writeFailed()
+			return
+		}
+		c.discardTooLarge(tooLarge)
+		if final {
 			s.mu.Lock()
-			// Nothing more can be written: the reader, which may be parked
-			// waiting for responses to drain, must end the connection.
-			c.w.closing = true
-			c.wakeReaderLocked()
 			c.stopWritingLocked()
+			c.exitWriterLocked()
 			s.mu.Unlock()
 			c.closeSocket()
 			return
+		}
+	}
+}
+
+// linger waits, without the writer role, until the role is handed back
+// (true) or writerLinger passes or the connection ends (false: the
+// goroutine must exit; it is recorded as gone).
+func (c *Conn) linger(wake chan struct{}, t clock.Timer) bool {
+	s := c.s
+	for {
+		timedOut := false
+		select {
+		case <-wake:
+		case <-t.C():
+			timedOut = true
+		}
+		s.mu.Lock()
+		if !c.w.idle {
+			s.mu.Unlock()
+			if !timedOut {
+				t.Stop()
+			}
+			return true
+		}
+		if timedOut || c.w.gone {
+			c.exitWriterLocked()
+			s.mu.Unlock()
+			return false
+		}
+		s.mu.Unlock() // a stale wake-up: keep waiting
+	}
+}
+
+// exitWriterLocked records that the writer goroutine is exiting.
+func (c *Conn) exitWriterLocked() {
+	c.w.running, c.w.idle, c.w.wake = false, false, nil
+}
+
+// writeFailed ends a writer goroutine whose write failed: nothing more can
+// be written, and the reader, which may be parked waiting for responses to
+// drain, must end the connection.
+func (c *Conn) writeFailed() {
+	s := c.s
+	s.mu.Lock()
+	c.w.closing = true
+	c.wakeReaderLocked()
+	c.stopWritingLocked()
+	c.exitWriterLocked()
+	s.mu.Unlock()
+	c.closeSocket()
+}
+
+// wakeWriterLocked makes a lingering writer goroutine look at the
+// connection again (it exits if the connection has ended).
+func (c *Conn) wakeWriterLocked() {
+	if c.w.running && c.w.idle {
+		select {
+		case c.w.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -130,6 +279,7 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 
 	// Responses, in request order, as far as they are ready.
 	n := 0
+	bytes := 0
 	for n < len(c.w.resp) && c.w.resp[n].ready && len(items) < maxBatchItems {
 		sl := c.w.resp[n]
 		if sl.dec || (sl.qos2 && sl.ack.ReasonCode.IsError()) {
@@ -166,7 +316,7 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 	}
 
 	window := int(min(lim.MaxInflight, c.clientRecvMax))
-	for len(items) < maxBatchItems && s.mu.queue.Len() > 0 {
+	for len(items) < maxBatchItems && bytes < maxBatchBytes && s.mu.queue.Len() > 0 {
 		head := s.mu.queue.At(0)
 		if head.QoS > 0 && s.mu.inflight.Len() >= window {
 			break
@@ -190,6 +340,7 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 			}
 			continue
 		}
+		bytes += estimateSize(d.Msg)
 		if d.QoS == 0 {
 			items = append(items, outItem{d: d, isPub: true})
 			continue
@@ -234,75 +385,6 @@ func (c *Conn) flushOps(ops *store.Batch) {
 	c.commitBehind(&b)
 }
 
-// send encodes and writes items using buf; it reports false if the
-// connection failed.
-func (c *Conn) send(buf []byte, items []outItem, now time.Time) ([]byte, bool) {
-	var tooLarge []uint16
-	var ack packet.Ack
-	buf = buf[:0]
-	packets := 0
-	final := false
-	for i := range items {
-		it := &items[i]
-		if it.final {
-			final = true
-		}
-		start := len(buf)
-		var err error
-		switch {
-		case it.isPub:
-			var ok bool
-			buf, ok = c.appendPublish(buf, &it.d, it.dup, now)
-			if !ok {
-				c.env.Metrics.Drop(metrics.DropTooLarge, 1)
-				if it.d.QoS > 0 {
-					tooLarge = append(tooLarge, it.d.pid)
-				}
-				continue
-			}
-			c.env.Metrics.MessagesOut[it.d.QoS].Inc()
-		case it.isAck:
-			ack = packet.Ack{Kind: it.ack.Kind, PacketID: it.ack.PacketID, ReasonCode: it.ack.ReasonCode}
-			buf, err = ack.Append(buf, c.version)
-			if err != nil {
-				c.logger().Error("cannot encode acknowledgement", "err", err)
-				buf = buf[:start]
-				continue
-			}
-		default:
-			buf, err = it.p.Append(buf, c.version)
-			if err != nil {
-				c.logger().Error("cannot encode packet", "packet", packet.Describe(it.p), "err", err)
-				buf = buf[:start]
-				continue
-			}
-		}
-		packets++
-		if len(buf) >= maxBatchBytes {
-			if !c.write(buf, packets) {
-				return buf, false
-			}
-			buf, packets = buf[:0], 0
-		}
-	}
-	if len(buf) > 0 && !c.write(buf, packets) {
-		return buf, false
-	}
-	if len(tooLarge) > 0 {
-		// A message the client cannot accept is discarded as if delivered.
-		for _, p := range tooLarge {
-			_ = c.completeOutbound(&packet.Ack{Kind: ackKindFor(c, p), PacketID: p})
-		}
-	}
-	if final {
-		c.s.mu.Lock()
-		c.stopWritingLocked()
-		c.s.mu.Unlock()
-		c.closeSocket()
-	}
-	return buf, true
-}
-
 func ackKindFor(c *Conn, pid uint16) packet.Type {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
@@ -330,72 +412,6 @@ func (c *Conn) write(b []byte, packets int) bool {
 		return false
 	}
 	return true
-}
-
-// appendPublish encodes a delivery for this connection: topic alias, the
-// remaining expiry, subscription ids. It reports false (and appends
-// nothing) when the packet exceeds the client's Maximum Packet Size.
-func (c *Conn) appendPublish(buf []byte, d *Delivery, dup bool, now time.Time) ([]byte, bool) {
-	m := d.Msg
-	pub := &packet.Publish{Topic: m.Topic, QoS: d.QoS, Retain: d.Retain, Dup: dup && d.QoS > 0, PacketID: d.pid, Payload: m.Payload}
-	newAlias := uint16(0)
-	if c.version == packet.V5 {
-		pr := &pub.Props
-		if m.PayloadFormat != 0 {
-			pr.SetPayloadFormat(m.PayloadFormat)
-		}
-		if m.ContentType != "" {
-			pr.SetContentType(m.ContentType)
-		}
-		if m.ResponseTopic != "" {
-			pr.SetResponseTopic(m.ResponseTopic)
-		}
-		if len(m.CorrelationData) > 0 {
-			pr.SetCorrelationData(m.CorrelationData)
-		}
-		if len(m.User) > 0 {
-			pr.User = userProps(m.User)
-		}
-		if v, ok := m.ExpiryInterval(now); ok {
-			pr.SetMessageExpiry(v)
-		}
-		pr.SubscriptionIDs = d.IDs
-		if c.clientAliasMax > 0 {
-			if a, ok := c.aliasOut[m.Topic]; ok {
-				pr.SetTopicAlias(a)
-				pub.Topic = ""
-			} else if c.nextAlias < c.clientAliasMax {
-				c.nextAlias++
-				newAlias = c.nextAlias
-				if c.aliasOut == nil {
-					c.aliasOut = map[string]uint16{}
-				}
-				c.aliasOut[m.Topic] = newAlias
-				pr.SetTopicAlias(newAlias)
-			}
-		}
-	}
-	start := len(buf)
-	out, err := pub.Append(buf, c.version)
-	if err != nil || (c.clientMaxPacket > 0 && uint32(len(out)-start) > c.clientMaxPacket) {
-		if newAlias != 0 {
-			delete(c.aliasOut, m.Topic)
-			c.nextAlias--
-		}
-		if err != nil {
-			c.logger().Error("cannot encode PUBLISH", "topic", m.Topic, "err", err)
-		}
-		return out[:start], false
-	}
-	return out, true
-}
-
-func userProps(u []message.UserProperty) []packet.UserProperty {
-	out := make([]packet.UserProperty, len(u))
-	for i, p := range u {
-		out[i] = packet.UserProperty{Key: p.Key, Value: p.Value}
-	}
-	return out
 }
 
 // reloadSpill brings persisted messages that overflowed the in-memory queue
@@ -435,13 +451,13 @@ func (c *Conn) reloadSpill() {
 	}
 	if s.mu.spilled > 0 && len(loaded) < limit {
 		// The newest spilled writes have not reached the store yet: look again shortly.
-		c.env.Clock.AfterFunc(20*time.Millisecond, func() {
+		c.env.Clock.AfterFunc(spillRecheck, func() {
 			s.mu.Lock()
-			c.kickWriterLocked()
+			c.kickWriterLocked(nil)
 			s.mu.Unlock()
 		})
 	}
 	if len(loaded) > 0 {
-		c.kickWriterLocked()
+		c.kickWriterLocked(nil)
 	}
 }

@@ -34,6 +34,17 @@ type SessionRecord struct {
 	// published WillDelay seconds after DisconnectedAt.
 	Will      *message.Message
 	WillDelay uint32
+	// Cursors are the session's positions in the logs of placement groups
+	// it receives sequenced topics from: its backlog there (the records
+	// after them), sorted by group.
+	Cursors []CursorRecord
+}
+
+// CursorRecord is a session's position in a placement group's log: the
+// last record it took.
+type CursorRecord struct {
+	Group string
+	Seq   uint64
 }
 
 // Delivery states of a QueuedMessage.
@@ -66,10 +77,13 @@ const recordVersion = 1
 // Session record layout: version, protocol version, flags, uvarint expiry
 // interval, [varint DisconnectedAt unix nanos], uvarint subscription count,
 // each subscription (uvarint length + filter, options byte, uvarint id),
-// [uvarint will delay, the will's message.Append encoding to the end].
+// [uvarint cursor count, each cursor (uvarint length + group, uvarint
+// seq)], [uvarint will delay, the will's message.Append encoding to the
+// end]. Records without cursors are those of earlier versions.
 const (
 	sessFlagDisconnected = 1 << iota
 	sessFlagWill
+	sessFlagCursors
 )
 
 // Subscription options byte: qos in bits 0-1, no local bit 2, retain as
@@ -114,6 +128,9 @@ func appendSession(dst []byte, r *SessionRecord) []byte {
 	if r.Will != nil {
 		flags |= sessFlagWill
 	}
+	if len(r.Cursors) > 0 {
+		flags |= sessFlagCursors
+	}
 	dst = append(dst, recordVersion, r.Version, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.ExpiryInterval))
 	if flags&sessFlagDisconnected != 0 {
@@ -131,6 +148,13 @@ func appendSession(dst []byte, r *SessionRecord) []byte {
 		}
 		dst = append(dst, opt)
 		dst = binary.AppendUvarint(dst, uint64(s.ID))
+	}
+	if flags&sessFlagCursors != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(r.Cursors)))
+		for _, c := range r.Cursors {
+			dst = wire.AppendString(dst, c.Group)
+			dst = binary.AppendUvarint(dst, c.Seq)
+		}
 	}
 	if r.Will != nil {
 		dst = binary.AppendUvarint(dst, uint64(r.WillDelay))
@@ -150,7 +174,7 @@ func decodeSession(clientID, b []byte) (*SessionRecord, error) {
 	}
 	r := &SessionRecord{ClientID: string(clientID), Version: b[1]}
 	flags := b[2]
-	if r.Version < 3 || r.Version > 5 || flags&^(sessFlagDisconnected|sessFlagWill) != 0 {
+	if r.Version < 3 || r.Version > 5 || flags&^(sessFlagDisconnected|sessFlagWill|sessFlagCursors) != 0 {
 		return nil, fmt.Errorf("%w: session %q: bad header", ErrCorrupt, clientID)
 	}
 	d := wire.NewDecoder(b[3:])
@@ -175,6 +199,20 @@ func decodeSession(clientID, b []byte) (*SessionRecord, error) {
 			d.Fail()
 		}
 		r.Subscriptions = append(r.Subscriptions, s)
+	}
+	if flags&sessFlagCursors != 0 {
+		// Each cursor takes at least 3 bytes: length, a group byte, seq.
+		nc := d.Count(3)
+		if nc == 0 {
+			d.Fail()
+		}
+		for i := 0; i < nc && !d.Failed(); i++ {
+			c := CursorRecord{Group: d.Str(), Seq: d.Uvarint()}
+			if c.Group == "" {
+				d.Fail()
+			}
+			r.Cursors = append(r.Cursors, c)
+		}
 	}
 	if flags&sessFlagWill != 0 {
 		r.WillDelay = d.Uint32()

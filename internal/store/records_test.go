@@ -29,6 +29,7 @@ func sampleSession() *SessionRecord {
 			{Filter: "$share/g/x/#", QoS: 1, RetainHandling: 1},
 		},
 		Will: sampleMessage("will/client-1", "gone"), WillDelay: 30,
+		Cursors: []CursorRecord{{Group: "swarm/7", Seq: 1 << 40}, {Group: "t", Seq: 0}},
 	}
 }
 
@@ -75,8 +76,9 @@ func TestSessionRecordRoundTrip(t *testing.T) {
 	for _, r := range []*SessionRecord{
 		sampleSession(),
 		{ClientID: "c", Version: 4}, // connected, nothing else
-		{ClientID: "c", Version: 3, DisconnectedAt: time.Unix(0, 0)},    // the epoch is not "connected"
-		{ClientID: "c", Version: 5, Will: &message.Message{Topic: "w"}}, // will without delay
+		{ClientID: "c", Version: 3, DisconnectedAt: time.Unix(0, 0)},               // the epoch is not "connected"
+		{ClientID: "c", Version: 5, Will: &message.Message{Topic: "w"}},            // will without delay
+		{ClientID: "c", Version: 5, Cursors: []CursorRecord{{Group: "g", Seq: 9}}}, // cursors, no will
 	} {
 		if err := validateSession(r); err != nil {
 			t.Fatal(err)

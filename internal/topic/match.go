@@ -39,3 +39,37 @@ func Match(filter, name string) bool {
 		}
 	}
 }
+
+// Overlap reports whether some topic name matches both filters: whether a
+// subscription to one can receive messages of a topic the other selects
+// (a placement group's rule and a local subscription). As Match, it does
+// not unwrap shared filters, and wildcards in the first level do not
+// reach names starting with '$'.
+func Overlap(a, b string) bool {
+	if a != "" && b != "" {
+		aw, bw := a[0] == '+' || a[0] == '#', b[0] == '+' || b[0] == '#'
+		if (aw && IsDollar(b)) || (bw && IsDollar(a)) {
+			return false
+		}
+	}
+	for {
+		al, arest, amore := strings.Cut(a, "/")
+		bl, brest, bmore := strings.Cut(b, "/")
+		if al == "#" || bl == "#" {
+			return true
+		}
+		if al != "+" && bl != "+" && al != bl {
+			return false
+		}
+		switch {
+		case amore && bmore:
+			a, b = arest, brest
+		case !amore && !bmore:
+			return true
+		case amore: // b exhausted: only a trailing "#" of a still matches
+			return arest == "#"
+		default:
+			return brest == "#"
+		}
+	}
+}

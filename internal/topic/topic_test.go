@@ -217,3 +217,61 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlapAgainstNames: Overlap(a, b) holds exactly when some name of a
+// small alphabet (levels "", "x", "y", "$s"; up to three levels) matches
+// both filters, for every pair of filters over those levels and "+", "#".
+func TestOverlapAgainstNames(t *testing.T) {
+	levels := []string{"", "x", "y", "$s"}
+	var names []string
+	var grow func(prefix string, depth int)
+	grow = func(prefix string, depth int) {
+		if depth == 3 {
+			return
+		}
+		for _, l := range levels {
+			n := l
+			if depth > 0 {
+				n = prefix + "/" + l
+			}
+			names = append(names, n)
+			grow(n, depth+1)
+		}
+	}
+	grow("", 0)
+	var filters []string
+	var growF func(prefix string, depth int)
+	growF = func(prefix string, depth int) {
+		if depth == 3 {
+			return
+		}
+		for _, l := range []string{"x", "y", "$s", "", "+", "#"} {
+			f := l
+			if depth > 0 {
+				f = prefix + "/" + l
+			}
+			if ValidateFilter(f) != nil {
+				continue
+			}
+			filters = append(filters, f)
+			if l != "#" {
+				growF(f, depth+1)
+			}
+		}
+	}
+	growF("", 0)
+	for _, a := range filters {
+		for _, b := range filters {
+			want := false
+			for _, n := range names {
+				if Match(a, n) && Match(b, n) {
+					want = true
+					break
+				}
+			}
+			if got := Overlap(a, b); got != want {
+				t.Fatalf("Overlap(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}

@@ -4,7 +4,7 @@
 // nodes it goes to: once to every node with matching non-shared interest,
 // and each matching shared group not served on the publisher's node to
 // exactly one node with members (round robin over the group's nodes,
-// preferring nodes whose link is up). The receiver delivers locally and
+// preferring nodes that can be reached). The receiver delivers locally and
 // never forwards again: one broker-to-broker hop.
 //
 // It is a pure core: no I/O, no clock, no goroutines. The cluster layer

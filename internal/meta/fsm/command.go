@@ -6,10 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
-// FormatVersion is the version of the command and snapshot encodings.
+// FormatVersion is the version of the command encoding. Commands added
+// since (the group commands) are new ops of the same version.
 const FormatVersion = 1
+
+// SnapshotVersion is the version of the snapshot encoding: 2 added the
+// placement groups. Restore also reads version 1 (no groups).
+const SnapshotVersion = 2
 
 // MaxEncodedBytes bounds an encoded command or snapshot accepted by the
 // decoders.
@@ -26,15 +32,35 @@ const (
 	// OpPutPolicies replaces the whole rule list (Rules), optionally only if
 	// the current version is ExpectVersion.
 	OpPutPolicies Op = "put_policies"
+	// OpCreateGroup records a new placement group (Group); ErrConflict,
+	// with the existing record in Result.Group, if it exists.
+	OpCreateGroup Op = "create_group"
+	// OpSetGroupHome moves a group's home (Home), epoch + 1.
+	OpSetGroupHome Op = "set_group_home"
+	// OpSetGroupMembers replaces a group's voters and learners (Members).
+	OpSetGroupMembers Op = "set_group_members"
+	// OpDeleteGroup removes a group's record (GroupID).
+	OpDeleteGroup Op = "delete_group"
+	// OpSetGroupDesired records a placement decision (Desired).
+	OpSetGroupDesired Op = "set_group_desired"
+	// OpCancelGroupDesired withdraws a pending decision (Cancel).
+	OpCancelGroupDesired Op = "cancel_group_desired"
 )
 
-// Command is one change to the metadata.
+// Command is one change to the metadata. Each op takes its own fields and
+// no other (Validate).
 type Command struct {
-	Op            Op      `json:"op"`
-	Node          *Node   `json:"node,omitempty"`
-	NodeID        string  `json:"node_id,omitempty"`
-	Rules         []Rule  `json:"rules,omitempty"`
-	ExpectVersion *uint64 `json:"expect_version,omitempty"`
+	Op            Op             `json:"op"`
+	Node          *Node          `json:"node,omitempty"`
+	NodeID        string         `json:"node_id,omitempty"`
+	Rules         []Rule         `json:"rules,omitempty"`
+	ExpectVersion *uint64        `json:"expect_version,omitempty"`
+	Group         *Group         `json:"group,omitempty"`
+	GroupID       string         `json:"group_id,omitempty"`
+	Home          *HomeChange    `json:"home,omitempty"`
+	Members       *MembersChange `json:"members,omitempty"`
+	Desired       *DesiredChange `json:"desired,omitempty"`
+	Cancel        *DesiredCancel `json:"cancel,omitempty"`
 }
 
 // RegisterNode returns the command registering n.
@@ -55,15 +81,14 @@ func PutPoliciesIf(rules []Rule, expect uint64) Command {
 // Validate checks the command without any state: the right fields for its
 // op, and every field well formed.
 func (c Command) Validate() *Error {
-	hasNode, hasID, hasRules := c.Node != nil, c.NodeID != "", c.Rules != nil || c.ExpectVersion != nil
 	switch c.Op {
 	case OpRegisterNode:
-		if !hasNode || hasID || hasRules {
+		if !c.only("node") {
 			return invalid("", "register_node takes node only")
 		}
 		return c.Node.validate("node")
 	case OpRemoveNode:
-		if hasNode || hasRules {
+		if !c.only("node_id") {
 			return invalid("", "remove_node takes node_id only")
 		}
 		if err := validateID(c.NodeID); err != nil {
@@ -71,14 +96,80 @@ func (c Command) Validate() *Error {
 		}
 		return nil
 	case OpPutPolicies:
-		if hasNode || hasID {
+		if !c.only("rules", "expect_version") {
 			return invalid("", "put_policies takes rules and expect_version only")
 		}
 		return validateRules(c.Rules)
+	case OpCreateGroup:
+		if !c.only("group") {
+			return invalid("", "create_group takes group only")
+		}
+		return c.Group.validateNew("group")
+	case OpSetGroupHome:
+		if !c.only("home") {
+			return invalid("", "set_group_home takes home only")
+		}
+		return c.Home.validate("home")
+	case OpSetGroupMembers:
+		if !c.only("members") {
+			return invalid("", "set_group_members takes members only")
+		}
+		return c.Members.validate("members")
+	case OpDeleteGroup:
+		if !c.only("group_id") {
+			return invalid("", "delete_group takes group_id only")
+		}
+		if err := validateGroupID(c.GroupID); err != nil {
+			return invalid("group_id", "%s", err.Reason)
+		}
+		return nil
+	case OpSetGroupDesired:
+		if !c.only("desired") {
+			return invalid("", "set_group_desired takes desired only")
+		}
+		return c.Desired.validate("desired")
+	case OpCancelGroupDesired:
+		if !c.only("cancel") {
+			return invalid("", "cancel_group_desired takes cancel only")
+		}
+		return c.Cancel.validate("cancel")
 	case "":
 		return invalid("op", "missing")
 	}
 	return invalid("op", "unknown op %q", c.Op)
+}
+
+// only reports whether the fields set are among allowed (by JSON name) and
+// the first of them is set.
+func (c Command) only(allowed ...string) bool {
+	set := map[string]bool{
+		"node": c.Node != nil, "node_id": c.NodeID != "", "rules": c.Rules != nil,
+		"expect_version": c.ExpectVersion != nil, "group": c.Group != nil, "group_id": c.GroupID != "",
+		"home": c.Home != nil, "members": c.Members != nil, "desired": c.Desired != nil, "cancel": c.Cancel != nil,
+	}
+	for _, name := range allowed {
+		delete(set, name)
+	}
+	for _, on := range set {
+		if on {
+			return false
+		}
+	}
+	switch allowed[0] {
+	case "node":
+		return c.Node != nil
+	case "group":
+		return c.Group != nil
+	case "home":
+		return c.Home != nil
+	case "members":
+		return c.Members != nil
+	case "desired":
+		return c.Desired != nil
+	case "cancel":
+		return c.Cancel != nil
+	}
+	return true // node_id, group_id: their own check says "missing"; rules may be empty
 }
 
 func validateRules(rules []Rule) *Error {
@@ -109,11 +200,7 @@ func EncodeCommand(c Command) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Node != nil {
-		n := *c.Node
-		n.JoinedAt = n.JoinedAt.UTC()
-		c.Node = &n
-	}
+	c = c.normalized()
 	b, err := json.Marshal(commandEnvelope{V: FormatVersion, Command: c})
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encode command: %w", err)
@@ -135,10 +222,45 @@ func DecodeCommand(b []byte) (Command, error) {
 	if err := c.Validate(); err != nil {
 		return Command{}, err
 	}
+	return c.normalized(), nil
+}
+
+// normalized returns c with its times in UTC (and its own copies of the
+// records holding them), so equal commands encode equally.
+func (c Command) normalized() Command {
 	if c.Node != nil {
-		c.Node.JoinedAt = c.Node.JoinedAt.UTC()
+		n := *c.Node
+		n.JoinedAt = n.JoinedAt.UTC()
+		c.Node = &n
 	}
-	return c, nil
+	if c.Group != nil {
+		g := c.Group.clone().normalized()
+		c.Group = &g
+	}
+	if c.Home != nil {
+		h := *c.Home
+		h.At = h.At.UTC()
+		c.Home = &h
+	}
+	if c.Members != nil {
+		m := *c.Members
+		m.Voters, m.Learners = slices.Clone(m.Voters), slices.Clone(m.Learners)
+		if len(m.Learners) == 0 {
+			m.Learners = nil
+		}
+		c.Members = &m
+	}
+	if c.Desired != nil {
+		d := *c.Desired
+		d.At = d.At.UTC()
+		d.Voters = slices.Clone(d.Voters)
+		c.Desired = &d
+	}
+	if c.Cancel != nil {
+		x := *c.Cancel
+		c.Cancel = &x
+	}
+	return c
 }
 
 // decodeStrict decodes exactly one JSON value with no unknown fields.

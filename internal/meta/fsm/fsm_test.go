@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,13 +50,7 @@ func TestApply(t *testing.T) {
 	moved.Labels.Zone = "z2"
 	moved.JoinedAt = later
 
-	tests := []struct {
-		name  string
-		cmd   Command
-		code  Code   // "" for success
-		field string // expected Error.Field
-		check func(t *testing.T, s State, r Result)
-	}{
+	runApplyCases(t, []applyCase{
 		{name: "register", cmd: RegisterNode(node("n1", TierCore)), check: func(t *testing.T, s State, r Result) {
 			if n, ok := s.Node("n1"); !ok || n.Labels.Tier != TierCore || !n.JoinedAt.Equal(t0) {
 				t.Errorf("node %+v %v", n, ok)
@@ -98,9 +93,26 @@ func TestApply(t *testing.T) {
 		{name: "remove unknown", cmd: RemoveNode("n2"), code: CodeNotFound, field: "node_id"},
 		{name: "unknown op", cmd: Command{Op: "frobnicate"}, code: CodeInvalid, field: "op"},
 		{name: "mixed fields", cmd: Command{Op: OpRemoveNode, NodeID: "n1", Rules: rules}, code: CodeInvalid},
-	}
+	})
+}
+
+// applyCase is one command of a table test, applied at its position in the
+// table (from index 1) to the state the cases before it left.
+type applyCase struct {
+	name  string
+	cmd   Command
+	code  Code   // "" for success
+	field string // expected Error.Field
+	check func(t *testing.T, s State, r Result)
+}
+
+// runApplyCases applies the cases in order and checks each one's outcome,
+// that Apply never changes the state it is called on, and that a refused
+// command changes nothing but the applied index.
+func runApplyCases(t *testing.T, cases []applyCase) {
+	t.Helper()
 	var s State
-	for i, tc := range tests {
+	for i, tc := range cases {
 		before := s.Snapshot()
 		next, res := s.Apply(uint64(i+1), tc.cmd)
 		if !bytes.Equal(s.Snapshot(), before) {
@@ -117,11 +129,25 @@ func TestApply(t *testing.T) {
 		case tc.code != "" && (res.Error.Code != tc.code || tc.field != "" && res.Error.Field != tc.field):
 			t.Errorf("%s: error %+v, want code %s field %q", tc.name, res.Error, tc.code, tc.field)
 		}
+		if tc.code != "" && !bytes.Equal(next.Snapshot(), withApplied(t, before, uint64(i+1))) {
+			t.Errorf("%s: a refused command changed the state", tc.name)
+		}
 		if tc.check != nil {
 			tc.check(t, next, res)
 		}
 		s = next
 	}
+}
+
+// withApplied is snapshot b with its applied index set to index.
+func withApplied(t *testing.T, b []byte, index uint64) []byte {
+	t.Helper()
+	s, err := Restore(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.applied = index
+	return s.Snapshot()
 }
 
 func TestErrorsAreTyped(t *testing.T) {
@@ -248,11 +274,14 @@ func TestMatches(t *testing.T) {
 	}
 }
 
-func goldenState(t *testing.T) State {
+// goldenCommands build the state of the golden snapshots: the first five
+// that of snapshot-v1.golden (written before groups existed), all of them
+// that of snapshot-v2.golden.
+func goldenCommands() []Command {
 	n3 := node("edge-3", TierEdge)
 	n3.Labels = Labels{Tier: TierEdge}
 	n3.JoinedAt = time.Date(2025, 3, 2, 8, 30, 0, 0, time.FixedZone("CET", 3600))
-	return applyAll(t,
+	return []Command{
 		RegisterNode(node("core-1", TierCore)),
 		RegisterNode(n3),
 		RegisterNode(node("core-0", TierCore)),
@@ -263,13 +292,23 @@ func goldenState(t *testing.T) State {
 			{Match: "sensors/#", Mode: Sequenced},
 			{Match: "chat/+", Mode: Direct, LatencyMS: 100},
 		}, 1),
-	)
+		CreateGroup(Group{ID: "swarm/7", Rule: "swarm/+/telemetry", Home: "core-0", Voters: []string{"core-0", "core-1", "edge-3"},
+			Retention: Retention{Messages: 10000, Duration: Duration(36 * time.Hour)}, Created: t0.In(time.FixedZone("CET", 3600))}),
+		CreateGroup(Group{ID: "sensors/a", Rule: "sensors/#", Home: "edge-3", Voters: []string{"edge-3"}, Created: t0.Add(time.Minute)}),
+		SetGroupHome(HomeChange{Group: "swarm/7", Home: "core-1", Epoch: 2, Reason: ReasonFailover, At: t0.Add(time.Hour)}),
+		SetGroupMembers(MembersChange{Group: "swarm/7", Epoch: 2, Voters: []string{"core-1", "edge-3", "core-0"}, Learners: []string{"n9"}}),
+	}
+}
+
+func goldenState(t *testing.T) State {
+	t.Helper()
+	return applyAll(t, append([]Command{RegisterNode(node("n9", TierEdge))}, goldenCommands()...)...)
 }
 
 func TestSnapshotGolden(t *testing.T) {
 	s := goldenState(t)
 	got := s.Snapshot()
-	path := filepath.Join("testdata", "snapshot-v1.golden")
+	path := filepath.Join("testdata", "snapshot-v2.golden")
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -282,7 +321,6 @@ func TestSnapshotGolden(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("snapshot changed (run with -update if intended):\n got %s\nwant %s", got, want)
 	}
-	// Old snapshots must stay readable, and restore must be exact.
 	r, err := Restore(want)
 	if err != nil {
 		t.Fatal(err)
@@ -290,27 +328,57 @@ func TestSnapshotGolden(t *testing.T) {
 	if !bytes.Equal(r.Snapshot(), want) {
 		t.Fatalf("restore then snapshot differs:\n got %s\nwant %s", r.Snapshot(), want)
 	}
-	if r.Applied() != 5 || r.RuleFor("swarm/7/telemetry").GroupFor("swarm/7/telemetry") != "swarm/7" {
-		t.Errorf("restored state wrong: applied %d", r.Applied())
+	if g, ok := r.Group("swarm/7"); r.Applied() != 10 || !ok || g.Home != "core-1" || g.Epoch != 2 || g.HomeReason != ReasonFailover || len(g.Learners) != 1 {
+		t.Errorf("restored state wrong: applied %d, group %+v", r.Applied(), g)
 	}
-	if s.Snapshot() == nil || !bytes.Equal(State{}.Snapshot(), []byte(`{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]}}`)) {
+	if !bytes.Equal(State{}.Snapshot(), []byte(`{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[]}`)) {
 		t.Errorf("empty snapshot %s", State{}.Snapshot())
 	}
 }
 
+// TestSnapshotV1StillReads: a snapshot written before groups existed
+// restores to the state it was taken from, which then snapshots as v2.
+func TestSnapshotV1StillReads(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "snapshot-v1.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := applyAll(t, goldenCommands()[:5]...)
+	if !bytes.Equal(r.Snapshot(), want.Snapshot()) {
+		t.Fatalf("v1 snapshot restored as\n%s\nwant\n%s", r.Snapshot(), want.Snapshot())
+	}
+	if r.Applied() != 5 || r.RuleFor("swarm/7/telemetry").GroupFor("swarm/7/telemetry") != "swarm/7" || r.GroupCount() != 0 {
+		t.Errorf("restored state wrong: applied %d", r.Applied())
+	}
+}
+
+const groupJSON = `{"id":"g","rule":"g/#","home":"a","voters":["a"],"epoch":1,"retention":{},"created":"2025-01-01T00:00:00Z","home_reason":"created","home_since":"2025-01-01T00:00:00Z"}`
+
 func TestRestoreRejects(t *testing.T) {
 	for name, in := range map[string]string{
-		"not json":       `nope`,
-		"version":        `{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]}}`,
-		"unknown field":  `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"x":1}`,
-		"trailing":       `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]}} {}`,
-		"duplicate node": `{"v":1,"applied":0,"nodes":[{"id":"a","labels":{"tier":"edge"},"joined_at":"2025-01-01T00:00:00Z"},{"id":"a","labels":{"tier":"edge"},"joined_at":"2025-01-01T00:00:00Z"}],"policies":{"version":0,"rules":[]}}`,
-		"bad rule":       `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[{"match":"a/#/b","mode":"direct"}]}}`,
-		"bad duration":   `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[{"match":"a","mode":"sequenced","retention":{"duration":5}}]}}`,
+		"not json":        `nope`,
+		"version":         `{"v":3,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[]}`,
+		"v2 no groups":    `{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]}}`,
+		"v1 with groups":  `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[]}`,
+		"duplicate group": `{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[` + groupJSON + `,` + groupJSON + `]}`,
+		"home not voter":  `{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[` + strings.Replace(groupJSON, `"home":"a"`, `"home":"b"`, 1) + `]}`,
+		"epoch 0":         `{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[` + strings.Replace(groupJSON, `"epoch":1`, `"epoch":0`, 1) + `]}`,
+		"unknown field":   `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"x":1}`,
+		"trailing":        `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]}} {}`,
+		"duplicate node":  `{"v":1,"applied":0,"nodes":[{"id":"a","labels":{"tier":"edge"},"joined_at":"2025-01-01T00:00:00Z"},{"id":"a","labels":{"tier":"edge"},"joined_at":"2025-01-01T00:00:00Z"}],"policies":{"version":0,"rules":[]}}`,
+		"bad rule":        `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[{"match":"a/#/b","mode":"direct"}]}}`,
+		"bad duration":    `{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[{"match":"a","mode":"sequenced","retention":{"duration":5}}]}}`,
 	} {
 		if _, err := Restore([]byte(in)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
+	}
+	if _, err := Restore([]byte(`{"v":2,"applied":0,"nodes":[],"policies":{"version":0,"rules":[]},"groups":[` + groupJSON + `]}`)); err != nil {
+		t.Errorf("valid group rejected: %v", err)
 	}
 	_, err := Restore([]byte(`{"v":1,"applied":0,"nodes":[],"policies":{"version":0,"rules":[{"match":"a","mode":"x"}]}}`))
 	var fe *Error

@@ -264,16 +264,18 @@ func captures(filter, topic string) ([]string, bool) {
 	return caps, len(fl) == len(tl)
 }
 
-// GroupFor returns the placement group of a topic this rule matched: the
-// topic itself when Group is empty, else Group with its placeholders
-// filled from the topic.
+// GroupFor returns the placement group id of a topic this rule matched:
+// the topic itself when Group is empty, else Group with its placeholders
+// filled from the topic. An expansion that is not a valid group id (over
+// MaxGroupIDBytes, empty, or holding control characters) is shortened to
+// one with a hash of it (see groupIDOf), so every topic has a group.
 func (r Rule) GroupFor(topic string) string {
 	if r.Group == "" {
-		return topic
+		return groupIDOf(topic)
 	}
 	caps, ok := captures(r.Match, topic)
 	if !ok {
-		return topic
+		return groupIDOf(topic)
 	}
 	var b strings.Builder
 	rest := r.Group
@@ -281,7 +283,7 @@ func (r Rule) GroupFor(topic string) string {
 		open := strings.IndexByte(rest, '{')
 		if open < 0 {
 			b.WriteString(rest)
-			return b.String()
+			return groupIDOf(b.String())
 		}
 		end := strings.IndexByte(rest[open:], '}')
 		b.WriteString(rest[:open])

@@ -5,17 +5,22 @@ import (
 	"fmt"
 )
 
-type snapshotV1 struct {
+// snapshotJSON is the snapshot encoding. Version 1 had no groups; version
+// 2 (SnapshotVersion) always has the key, possibly with an empty list.
+type snapshotJSON struct {
 	V        int      `json:"v"`
 	Applied  uint64   `json:"applied"`
 	Nodes    []Node   `json:"nodes"`
 	Policies Policies `json:"policies"`
+	Groups   *[]Group `json:"groups,omitempty"`
 }
 
-// Snapshot encodes the state. The encoding is deterministic: nodes sorted by
-// id, rules in order, times in UTC, so equal states give equal bytes.
+// Snapshot encodes the state (version SnapshotVersion). The encoding is
+// deterministic: nodes and groups sorted by id, rules in order, times in
+// UTC, so equal states give equal bytes.
 func (s State) Snapshot() []byte {
-	snap := snapshotV1{V: FormatVersion, Applied: s.applied, Nodes: s.Nodes(), Policies: s.Policies()}
+	groups := s.groups.all()
+	snap := snapshotJSON{V: SnapshotVersion, Applied: s.applied, Nodes: s.Nodes(), Policies: s.Policies(), Groups: &groups}
 	b, err := json.Marshal(snap)
 	if err != nil {
 		// Every value in a State passed validation, so it encodes.
@@ -24,14 +29,19 @@ func (s State) Snapshot() []byte {
 	return b
 }
 
-// Restore decodes a snapshot and validates everything in it. Errors are
-// *Error with code invalid.
+// Restore decodes a snapshot of version 1 or 2 and validates everything in
+// it. Errors are *Error with code invalid.
 func Restore(b []byte) (State, error) {
-	var snap snapshotV1
+	var snap snapshotJSON
 	if err := decodeStrict(b, &snap); err != nil {
 		return State{}, err
 	}
-	if snap.V != FormatVersion {
+	switch {
+	case snap.V == 1 && snap.Groups != nil:
+		return State{}, invalid("groups", "version 1 snapshots have no groups")
+	case snap.V == SnapshotVersion && snap.Groups == nil:
+		return State{}, invalid("groups", "missing")
+	case snap.V != 1 && snap.V != SnapshotVersion:
 		return State{}, invalid("v", "unsupported snapshot version %d", snap.V)
 	}
 	s := State{applied: snap.Applied, nodes: make(map[string]Node, len(snap.Nodes))}
@@ -57,5 +67,24 @@ func Restore(b []byte) (State, error) {
 		rules[i] = r.normalized()
 	}
 	s.policies = Policies{Version: snap.Policies.Version, Rules: rules}
+	if snap.Groups != nil {
+		groups := *snap.Groups
+		if len(groups) > MaxGroups {
+			return State{}, invalid("groups", "%d groups, at most %d", len(groups), MaxGroups)
+		}
+		seen := make(map[string]bool, len(groups))
+		for i, g := range groups {
+			field := fmt.Sprintf("groups[%d]", i)
+			if err := g.validateStored(field); err != nil {
+				return State{}, err
+			}
+			if seen[g.ID] {
+				return State{}, invalid(field+".id", "duplicate group %q", g.ID)
+			}
+			seen[g.ID] = true
+			groups[i] = g.normalized()
+		}
+		s.groups = newGroupTable(groups)
+	}
 	return s, nil
 }

@@ -53,6 +53,7 @@ type State struct {
 	applied  uint64
 	nodes    map[string]Node // never mutated once shared
 	policies Policies        // Rules never mutated once shared
+	groups   groupTable      // persistent: with/without copy a shard
 }
 
 // Applied is the log index of the last command applied.
@@ -84,6 +85,10 @@ func (s State) Policies() Policies {
 	return p
 }
 
+// PoliciesVersion is the version of the rule list (Policies().Version,
+// without copying the rules), for caches of what the rules decide.
+func (s State) PoliciesVersion() uint64 { return s.policies.Version }
+
 // RuleFor returns the first rule matching topic, or DefaultRule.
 func (s State) RuleFor(topic string) Rule {
 	for _, r := range s.policies.Rules {
@@ -100,6 +105,12 @@ type Result struct {
 	Index uint64 `json:"index"`
 	// PoliciesVersion is the policy version after a successful PutPolicies.
 	PoliciesVersion uint64 `json:"policies_version,omitempty"`
+	// Group is the record a group command left: the new record after
+	// create, set-home, set-members, set-desired and cancel-desired, or the
+	// current one when they were refused with a conflict (create of an
+	// existing group, a stale epoch, a pending manual decision), so the
+	// proposer need not read it again.
+	Group *Group `json:"group,omitempty"`
 	// Error is set when the command was rejected; the state is then
 	// unchanged apart from Applied.
 	Error *Error `json:"error,omitempty"`
@@ -159,6 +170,10 @@ func (s State) Apply(index uint64, cmd Command) (State, Result) {
 		}
 		next.policies = Policies{Version: s.policies.Version + 1, Rules: rules}
 		res.PoliciesVersion = next.policies.Version
+	case OpCreateGroup, OpSetGroupHome, OpSetGroupMembers, OpDeleteGroup:
+		s.applyGroup(&next, &res, cmd)
+	case OpSetGroupDesired, OpCancelGroupDesired:
+		s.applyDesired(&next, &res, cmd)
 	}
 	return next, res
 }
@@ -168,11 +183,8 @@ func (n Node) validate(field string) *Error {
 	if err := validateID(n.ID); err != nil {
 		return invalid(field+".id", "%s", err.Reason)
 	}
-	if n.JoinedAt.IsZero() {
-		return invalid(field+".joined_at", "missing")
-	}
-	if y := n.JoinedAt.UTC().Year(); y < 1 || y > 9999 {
-		return invalid(field+".joined_at", "year %d out of range", y)
+	if err := validateTime(field+".joined_at", n.JoinedAt); err != nil {
+		return err
 	}
 	l := n.Labels
 	if l.Tier != TierEdge && l.Tier != TierCore {

@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"bytes"
@@ -14,39 +14,39 @@ import (
 // whatever HZ the kernel runs at).
 const clockTicks = 100
 
-// ProcSample is one reading of a process's CPU time and memory.
-type ProcSample struct {
+// Sample is one reading of a process's CPU time and memory.
+type Sample struct {
 	CPU    time.Duration // user + system
 	RSSKiB int64         // resident set size (VmRSS)
 }
 
-// ReadProc reads pid's CPU time and RSS from /proc. pid 0 means this
+// Read reads pid's CPU time and RSS from /proc. pid 0 means this
 // process.
-func ReadProc(pid int) (ProcSample, error) {
+func Read(pid int) (Sample, error) {
 	dir := "/proc/self"
 	if pid != 0 {
 		dir = "/proc/" + strconv.Itoa(pid)
 	}
 	stat, err := os.ReadFile(dir + "/stat")
 	if err != nil {
-		return ProcSample{}, fmt.Errorf("bench: reading process stats: %w", err)
+		return Sample{}, fmt.Errorf("procstat: reading process stats: %w", err)
 	}
 	cpu, err := ParseStatCPU(stat)
 	if err != nil {
-		return ProcSample{}, err
+		return Sample{}, err
 	}
 	status, err := os.ReadFile(dir + "/status")
 	if err != nil {
-		return ProcSample{}, fmt.Errorf("bench: reading process status: %w", err)
+		return Sample{}, fmt.Errorf("procstat: reading process status: %w", err)
 	}
 	rss, err := ParseStatusRSS(status)
 	if err != nil {
-		return ProcSample{}, err
+		return Sample{}, err
 	}
-	return ProcSample{CPU: cpu, RSSKiB: rss}, nil
+	return Sample{CPU: cpu, RSSKiB: rss}, nil
 }
 
-var errProcFormat = errors.New("bench: unexpected /proc format")
+var errProcFormat = errors.New("procstat: unexpected /proc format")
 
 // maxTicks is the most CPU time a time.Duration can hold, in ticks (about
 // 290 years).
@@ -104,7 +104,7 @@ type SystemCPU struct {
 func ReadSystemCPU() (SystemCPU, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return SystemCPU{}, fmt.Errorf("bench: reading /proc/stat: %w", err)
+		return SystemCPU{}, fmt.Errorf("procstat: reading /proc/stat: %w", err)
 	}
 	return ParseSystemCPU(b)
 }
@@ -137,4 +137,55 @@ func ParseSystemCPU(stat []byte) (SystemCPU, error) {
 		return SystemCPU{Busy: (total - idle) / clockTicks, Total: total / clockTicks}, nil
 	}
 	return SystemCPU{}, errProcFormat
+}
+
+// MemoryLimit is the memory the process may use, in bytes: its cgroup's
+// limit (cgroup v2 memory.max) when one is set, else the machine's memory
+// (MemTotal of /proc/meminfo).
+func MemoryLimit() (int64, error) {
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if n, ok, err := ParseCgroupMax(b); err == nil && ok {
+			return n, nil
+		}
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("procstat: reading /proc/meminfo: %w", err)
+	}
+	return ParseMemTotal(b)
+}
+
+// ParseCgroupMax parses a cgroup v2 memory.max file: a byte count, or
+// "max" (no limit: ok is false).
+func ParseCgroupMax(b []byte) (limit int64, ok bool, err error) {
+	s := string(bytes.TrimSpace(b))
+	if s == "max" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false, errProcFormat
+	}
+	return n, true, nil
+}
+
+// ParseMemTotal returns MemTotal in bytes from the contents of
+// /proc/meminfo.
+func ParseMemTotal(meminfo []byte) (int64, error) {
+	for line := range bytes.SplitSeq(meminfo, []byte{'\n'}) {
+		rest, ok := bytes.CutPrefix(line, []byte("MemTotal:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0, errProcFormat
+		}
+		n, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil || n <= 0 || n > 1<<53 {
+			return 0, errProcFormat
+		}
+		return n << 10, nil
+	}
+	return 0, errProcFormat
 }

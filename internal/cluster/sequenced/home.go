@@ -1,0 +1,234 @@
+package sequenced
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/replicas"
+	"github.com/sextantmq/sextant/internal/replication"
+)
+
+// turnTimeout bounds how long a batch waits for its stream's previous
+// batch to be submitted. Batches of a stream travel in order on one
+// connection, so a missing predecessor was lost with a connection that
+// broke (its access node starts a new stream) or refused by the peer
+// layer's request limit.
+const turnTimeout = 10 * time.Second
+
+// Groups is this node's replicas as the home side needs them
+// (*replicas.Set).
+type Groups interface {
+	Get(id string) *replicas.Replica
+}
+
+var _ Groups = (*replicas.Set)(nil)
+
+// Home is the home side of the publish path: it submits the batches access
+// nodes send to the groups this node leads, each stream's batches in
+// order, and answers each with its publishes' places once committed.
+type Home struct {
+	// immutable after NewHome
+	groups  Groups
+	clock   clock.Clock
+	metrics *metrics
+
+	mu struct {
+		sync.Mutex
+		streams map[streamKey]*stream
+	}
+}
+
+// streamKey names the stream of one access node to one group.
+type streamKey struct{ group, node string }
+
+// stream is the home's side of one access node's stream to one group:
+// the batch whose turn it is to be submitted, and the batches that arrived
+// ahead of it.
+type stream struct {
+	id      uint64
+	next    uint64                   // the batch number to submit next
+	waiting map[uint64]chan struct{} // closed when that batch's turn comes, or the stream ends
+	broken  bool                     // a batch gave up waiting: the rest of the stream is stale
+}
+
+// NewHome returns the home side over this node's replicas. Its metrics
+// (the publish path's, shared by the Router built on it) go to reg.
+func NewHome(groups Groups, clk clock.Clock, reg prometheus.Registerer) *Home {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	h := &Home{groups: groups, clock: clk, metrics: newMetrics(reg)}
+	h.mu.streams = map[streamKey]*stream{}
+	return h
+}
+
+// Serve answers a MethodPublish request from node.
+func (h *Home) Serve(ctx context.Context, node string, body []byte) ([]byte, error) {
+	req, err := decodeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	return appendResponse(nil, h.serve(ctx, node, req)), nil
+}
+
+// serve sequences one batch: it waits for its turn in its stream, submits
+// it, releases the next batch's turn and waits for the outcome.
+func (h *Home) serve(ctx context.Context, node string, req request) response {
+	r := h.groups.Get(req.Group)
+	if r == nil {
+		h.metrics.served(StatusNoReplica)
+		return response{Status: StatusNoReplica}
+	}
+	key := streamKey{req.Group, node}
+	if !h.turn(ctx, key, req.Stream, req.N) {
+		h.metrics.served(StatusStale)
+		return response{Status: StatusStale}
+	}
+	p, err := r.Rep.Submit(ctx, req.Cmd)
+	if err != nil && errors.Is(err, replication.ErrNotLeader) && r.Rep.Leader().ID == "" {
+		// An election is under way (the home failed): wait for its
+		// outcome here rather than send the access node round the
+		// voters with growing backoffs. If this replica wins, it takes
+		// the batch at once.
+		if h.awaitLeader(ctx, r) {
+			p, err = r.Rep.Submit(ctx, req.Cmd)
+		}
+	}
+	h.done(key, req.Stream, req.N)
+	if err != nil {
+		resp := submitError(err)
+		h.metrics.served(resp.Status)
+		return resp
+	}
+	res, err := p.Wait(ctx)
+	switch {
+	case err != nil:
+		h.metrics.served(StatusUnknown)
+		return response{Status: StatusUnknown}
+	case res.Err != nil:
+		h.metrics.served(StatusRefused)
+		return response{Status: StatusRefused, Reason: res.Err.Error()}
+	}
+	h.metrics.served(StatusOK)
+	return response{Status: StatusOK, Published: res.Publishes}
+}
+
+// Waiting for an election's outcome.
+const (
+	// leaderWait bounds the wait: a few election rounds at LAN timings.
+	leaderWait = 2 * time.Second
+	// leaderPoll is how often the replica is asked whether it knows a
+	// leader (Leadership's one-slot channel belongs to the replica's
+	// keeper).
+	leaderPoll = 5 * time.Millisecond
+)
+
+// awaitLeader waits until r knows a leader (up to leaderWait); it reports
+// whether r is that leader.
+func (h *Home) awaitLeader(ctx context.Context, r *replicas.Replica) bool {
+	t := h.clock.NewTimer(leaderPoll)
+	defer t.Stop()
+	deadline := h.clock.Now().Add(leaderWait)
+	for h.clock.Now().Before(deadline) {
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return false
+		}
+		if l := r.Rep.Leader(); l.ID != "" {
+			return l.Local
+		}
+		t.Reset(leaderPoll)
+	}
+	return false
+}
+
+// submitError maps a failed Submit: nothing entered the log.
+func submitError(err error) response {
+	var nl *replication.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return response{Status: StatusNotLeader, Leader: nl.Leader.ID}
+	case errors.Is(err, replication.ErrClosed), errors.Is(err, replication.ErrFailed):
+		return response{Status: StatusNoReplica}
+	}
+	return response{Status: StatusStale} // the context ended before it was queued
+}
+
+// turn waits until batch n is the next of its stream to submit. It
+// reports false when the batch is stale: its stream was replaced by a
+// newer one, it comes again, or it waited longer than turnTimeout (the
+// stream is then broken: its later batches are stale too).
+func (h *Home) turn(ctx context.Context, key streamKey, id, n uint64) bool {
+	h.mu.Lock()
+	st := h.mu.streams[key]
+	if st == nil || id > st.id {
+		if st != nil {
+			st.end()
+		}
+		st = &stream{id: id, next: 1, waiting: map[uint64]chan struct{}{}}
+		h.mu.streams[key] = st
+	}
+	switch {
+	case id < st.id || st.broken || n < st.next || st.waiting[n] != nil:
+		h.mu.Unlock()
+		return false
+	case n == st.next:
+		h.mu.Unlock()
+		return true
+	}
+	ch := make(chan struct{})
+	st.waiting[n] = ch
+	h.mu.Unlock()
+	t := h.clock.NewTimer(turnTimeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C():
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st.waiting[n] == ch {
+		delete(st.waiting, n)
+	}
+	if h.mu.streams[key] == st && !st.broken && st.next == n {
+		return true
+	}
+	if h.mu.streams[key] == st && st.next < n {
+		// Gave up before its predecessor came: the stream cannot keep
+		// its order any more.
+		st.end()
+	}
+	return false
+}
+
+// done releases the turn of batch n, which was submitted (or failed to
+// be).
+func (h *Home) done(key streamKey, id, n uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.mu.streams[key]
+	if st == nil || st.id != id || st.next != n {
+		return
+	}
+	st.next++
+	if ch, ok := st.waiting[st.next]; ok {
+		delete(st.waiting, st.next)
+		close(ch)
+	}
+}
+
+// end breaks the stream and wakes every waiting batch (they are stale).
+func (st *stream) end() {
+	st.broken = true
+	for n, ch := range st.waiting {
+		close(ch)
+		delete(st.waiting, n)
+	}
+}

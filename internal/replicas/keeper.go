@@ -1,0 +1,143 @@
+package replicas
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/sequencer"
+	"github.com/sextantmq/sextant/internal/topiclog"
+)
+
+// startKeeper runs r's keeper on the set's group.
+func (s *Set) startKeeper(r *Replica) {
+	ctx, cancel := context.WithCancel(s.group.Context())
+	r.cancel, r.done = cancel, make(chan struct{})
+	if !s.group.Go(func(context.Context) {
+		defer close(r.done)
+		s.keep(ctx, r)
+	}) {
+		close(r.done)
+	}
+}
+
+// keep does the leader's work for r until ctx ends: it records this node
+// as the group's home after an election (the record named another node),
+// and proposes retention ticks.
+func (s *Set) keep(ctx context.Context, r *Replica) {
+	tick := s.clock.NewTimer(s.cfg.RetentionInterval)
+	defer tick.Stop()
+	retry := s.clock.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	handedOver := false
+	for {
+		ch := s.cfg.Meta.Changed()
+		if rec, ok := s.cfg.Meta.State().Group(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
+			switch {
+			case rec.HomeReason == fsm.ReasonCreated && !handedOver:
+				// The group's first election chose another replica than
+				// the home it was placed on: hand the lead over (once).
+				handedOver = true
+				if s.handOver(ctx, r, rec.Home) {
+					continue
+				}
+				fallthrough
+			default:
+				if !s.claim(ctx, rec) {
+					retry.Reset(claimRetry)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.Rep.Leadership():
+		case <-ch:
+		case <-retry.C():
+		case <-tick.C():
+			s.retain(ctx, r)
+			tick.Reset(s.cfg.RetentionInterval)
+		}
+	}
+}
+
+// handOver transfers r's leadership to home, the node the group was
+// placed on; it reports whether it did.
+func (s *Set) handOver(ctx context.Context, r *Replica, home string) bool {
+	g, ok := r.Rep.(*replication.Group[sequencer.Result])
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	if err := g.TransferLeadership(ctx, home); err != nil {
+		s.log.Info("handing a new group's lead to its home failed; this node becomes the home", "group", r.ID, "home", home, "err", err)
+		return false
+	}
+	s.metrics.handovers.Inc()
+	return true
+}
+
+// claim records this node, the group's leader, as its home. It reports
+// false when it should be tried again later; a conflict (another change
+// got there first) is not retried here: the record it brings is read again
+// at the next turn of the loop.
+func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	got, err := s.cfg.Meta.SetGroupHome(ctx, fsm.HomeChange{
+		Group: rec.ID, Home: s.cfg.NodeID, Epoch: rec.Epoch + 1, Reason: fsm.ReasonFailover, At: s.clock.Now(),
+	})
+	switch {
+	case err == nil:
+		s.metrics.homeClaims.Inc()
+		s.log.Info("became the home of a placement group", "group", rec.ID, "previous", rec.Home, "epoch", got.Epoch)
+		return true
+	case errors.Is(err, fsm.ErrConflict):
+		return true
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return true
+	}
+	s.log.Warn("recording this node as a group's home failed", "group", rec.ID, "err", err)
+	return false
+}
+
+// retain proposes a retention tick with the record's bounds, on the
+// leader. A tick is a command of the group's log, so every replica
+// removes the same segments at the same (the leader's) time.
+func (s *Set) retain(ctx context.Context, r *Replica) {
+	if !r.Rep.IsLeader() {
+		return
+	}
+	rec, ok := s.cfg.Meta.State().Group(r.ID)
+	if !ok || (rec.Retention.Messages <= 0 && rec.Retention.Duration <= 0) {
+		return
+	}
+	cmd, err := sequencer.EncodeCommand(sequencer.RetentionCommand(topiclog.Retention{
+		MaxRecordsPerTopic: uint64(max(rec.Retention.Messages, 0)), MaxAge: time.Duration(rec.Retention.Duration),
+	}))
+	if err != nil {
+		s.log.Error("encoding a retention tick", "group", r.ID, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
+	defer cancel()
+	res, err := r.Rep.Propose(ctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("retention tick failed", "group", r.ID, "err", err)
+		}
+		return
+	}
+	if res.Removed.Records > 0 {
+		s.metrics.retentionRemoved.Add(float64(res.Removed.Records))
+		s.log.Debug("retention removed records", "group", r.ID, "records", res.Removed.Records,
+			"segments", res.Removed.Segments, "first_seq", res.Removed.FirstSeq)
+	}
+}

@@ -1,0 +1,413 @@
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/run"
+	"github.com/sextantmq/sextant/internal/sequencer"
+	"github.com/sextantmq/sextant/internal/sequencer/replica"
+	"github.com/sextantmq/sextant/internal/topiclog"
+)
+
+// ErrConfig marks an invalid Config.
+var ErrConfig = errors.New("replicas: invalid config")
+
+// Meta is what the set needs of the metadata group (*meta.Meta).
+type Meta interface {
+	// State is this node's copy of the metadata.
+	State() fsm.State
+	// Changed is closed at the next change of State.
+	Changed() <-chan struct{}
+	// SetGroupHome records a new home for a group.
+	SetGroupHome(ctx context.Context, c fsm.HomeChange) (fsm.Group, error)
+}
+
+// Defaults.
+const (
+	// DefaultRetentionInterval is how often a group's leader applies its
+	// retention bounds.
+	DefaultRetentionInterval = time.Minute
+	// retryOpen is how long the watcher waits before opening again a
+	// group that failed to open (the budget was full, a peer address was
+	// not known yet).
+	retryOpen = 2 * time.Second
+	// claimTimeout bounds one set-home proposal; claimRetry is the wait
+	// after one failed for another reason than a newer record.
+	claimTimeout = 10 * time.Second
+	claimRetry   = 500 * time.Millisecond
+	// proposeTimeout bounds a retention tick.
+	proposeTimeout = 30 * time.Second
+	// openTimeout bounds opening and bootstrapping one group.
+	openTimeout = 30 * time.Second
+)
+
+// Config configures a Set.
+type Config struct {
+	// NodeID is this node's id in the metadata and in every group.
+	NodeID string
+	// Addr is this node's cluster address (the leader address a Single
+	// reports); may be empty for a node running alone.
+	Addr string
+	Meta Meta
+	// Engine runs the replicated groups (nil: a node running alone, which
+	// opens groups with one voter only).
+	Engine *replication.Engine
+	// Dir is where groups keep their storage: the engine's data dir.
+	Dir string
+	// Sync makes every topic-log batch of a group with one voter durable
+	// before its publishes are acknowledged (the node's fsync=always).
+	// Replicated groups never sync their topic log: their Raft log is the
+	// durable record.
+	Sync bool
+	// RetentionInterval is how often each group's leader proposes a
+	// retention tick (default DefaultRetentionInterval).
+	RetentionInterval time.Duration
+	// SegmentBytes is the size of topic-log segments (0: the topic log's
+	// default, 16 MiB). Retention deletes whole sealed segments.
+	SegmentBytes int64
+	// MaxGroups bounds the replicas open on this node, with one voter or
+	// several (0: no bound here; the engine has its own for Raft groups).
+	MaxGroups  int
+	Clock      clock.Clock
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+}
+
+// Replica is this node's replica of one group.
+type Replica struct {
+	// ID is the group's id.
+	ID string
+	// Seq is the group's state machine: reads of its log.
+	Seq *sequencer.Sequencer
+	// Rep orders commands: Submit and Propose on the leader.
+	Rep replication.Replica[sequencer.Result]
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the keeper returned
+}
+
+// Set is this node's replicas, following the metadata group. See the
+// package comment.
+type Set struct {
+	// immutable after New
+	cfg     Config
+	log     *slog.Logger
+	clock   clock.Clock
+	group   *run.Group
+	metrics *metrics
+
+	mu struct {
+		sync.Mutex
+		open    map[string]*Replica
+		changed chan struct{} // closed and replaced at every append or open/close
+		closed  bool
+	}
+}
+
+// New returns a set; Start begins following the metadata group.
+func New(cfg Config) (*Set, error) {
+	switch {
+	case cfg.NodeID == "":
+		return nil, fmt.Errorf("%w: no node id", ErrConfig)
+	case cfg.Meta == nil:
+		return nil, fmt.Errorf("%w: no metadata group", ErrConfig)
+	case cfg.Dir == "":
+		return nil, fmt.Errorf("%w: no directory", ErrConfig)
+	case cfg.RetentionInterval < 0:
+		return nil, fmt.Errorf("%w: negative retention interval", ErrConfig)
+	}
+	if cfg.RetentionInterval == 0 {
+		cfg.RetentionInterval = DefaultRetentionInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Set{cfg: cfg, log: cfg.Log, clock: cfg.Clock, group: run.NewGroup(context.Background()), metrics: newMetrics(cfg.Registerer)}
+	s.mu.open = map[string]*Replica{}
+	s.mu.changed = make(chan struct{})
+	return s, nil
+}
+
+// Start begins following the metadata group.
+func (s *Set) Start() { s.group.Go(s.watch) }
+
+// Close stops following the metadata group and closes every replica.
+func (s *Set) Close() error {
+	s.group.Stop()
+	s.group.Wait()
+	s.mu.Lock()
+	s.mu.closed = true
+	open := s.mu.open
+	s.mu.open = map[string]*Replica{}
+	close(s.mu.changed)
+	s.mu.Unlock()
+	var errs []error
+	for _, r := range open {
+		errs = append(errs, s.shut(r))
+	}
+	return errors.Join(errs...)
+}
+
+// Get returns this node's replica of group id, or nil if it runs none.
+func (s *Set) Get(id string) *Replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.open[id]
+}
+
+// IDs returns the groups open here, sorted.
+func (s *Set) IDs() []string {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.mu.open))
+	for id := range s.mu.open {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// Changed returns a channel closed at the next append to any group open
+// here, or when a group opens or closes. Take it before reading, so a
+// change between the read and the wait is not missed.
+func (s *Set) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.changed
+}
+
+func (s *Set) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return
+	}
+	close(s.mu.changed)
+	s.mu.changed = make(chan struct{})
+}
+
+// watch opens and closes replicas as the metadata changes.
+func (s *Set) watch(ctx context.Context) {
+	retry := s.clock.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		ch := s.cfg.Meta.Changed()
+		if failed := s.reconcile(ctx, s.cfg.Meta.State()); failed {
+			retry.Reset(retryOpen)
+		}
+		select {
+		case <-ch:
+		case <-retry.C():
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// reconcile opens the groups st names this node a replica of and closes
+// the others; it reports whether a group failed to open.
+func (s *Set) reconcile(ctx context.Context, st fsm.State) (failed bool) {
+	want := map[string]fsm.Group{}
+	for _, g := range st.Groups() {
+		if slices.Contains(g.Voters, s.cfg.NodeID) || slices.Contains(g.Learners, s.cfg.NodeID) {
+			want[g.ID] = g
+		}
+	}
+	s.mu.Lock()
+	var stale []*Replica
+	for id, r := range s.mu.open {
+		if _, ok := want[id]; !ok {
+			stale = append(stale, r)
+			delete(s.mu.open, id)
+		}
+	}
+	var missing []fsm.Group
+	for id, g := range want {
+		if _, ok := s.mu.open[id]; !ok {
+			missing = append(missing, g)
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range stale {
+		_, exists := st.Group(r.ID)
+		s.log.Info("closing a placement group replica", "group", r.ID, "deleted", !exists)
+		if err := s.shut(r); err != nil {
+			s.log.Warn("closing a placement group replica", "group", r.ID, "err", err)
+		}
+		if !exists {
+			s.remove(r.ID)
+		}
+	}
+	slices.SortFunc(missing, func(a, b fsm.Group) int { return strings.Compare(a.ID, b.ID) })
+	for _, g := range missing {
+		if ctx.Err() != nil {
+			return false
+		}
+		r, err := s.open(ctx, st, g)
+		if err != nil {
+			s.metrics.openFailures.Inc()
+			s.log.Warn("opening a placement group replica failed", "group", g.ID, "err", err)
+			failed = true
+			continue
+		}
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			_ = s.shut(r)
+			return false
+		}
+		s.mu.open[g.ID] = r
+		s.mu.Unlock()
+		s.startKeeper(r)
+		s.log.Info("opened a placement group replica", "group", g.ID, "voters", g.Voters, "learners", g.Learners)
+	}
+	s.metrics.open.Set(float64(len(s.IDs())))
+	if len(stale) > 0 || len(missing) > 0 {
+		s.notify()
+	}
+	return failed
+}
+
+// groupDir is where group id keeps its storage.
+func (s *Set) groupDir(id string) string {
+	return filepath.Join(s.cfg.Dir, replication.GroupID(id).DirName())
+}
+
+// open opens this node's replica of g: its sequencer, then a Single (one
+// voter) or a Raft group, bootstrapped with the record's voters when this
+// node is one of them.
+func (s *Set) open(ctx context.Context, st fsm.State, g fsm.Group) (*Replica, error) {
+	if n := len(s.IDs()); s.cfg.MaxGroups > 0 && n >= s.cfg.MaxGroups {
+		return nil, fmt.Errorf("%w: %d groups open (max-groups)", replication.ErrBudget, n)
+	}
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	single := len(g.Voters) == 1 && len(g.Learners) == 0
+	if !single && s.cfg.Engine == nil {
+		return nil, fmt.Errorf("replicas: group %s has %d voters and this node runs no replication engine", g.ID, len(g.Voters))
+	}
+	opts := sequencer.Options{Log: topiclog.Options{
+		SegmentBytes: s.cfg.SegmentBytes, SegmentAge: segmentAge(g.Retention), Sync: topiclog.SyncNone,
+		Logger: s.log.With("group", g.ID),
+	}}
+	if single {
+		opts.BatchEntries = true
+		if s.cfg.Sync {
+			opts.Log.Sync = topiclog.SyncAlways
+		}
+	}
+	seq, err := sequencer.Open(topiclog.OSFS{}, filepath.Join(s.groupDir(g.ID), "log"), opts)
+	if err != nil {
+		return nil, err
+	}
+	machine := &notifying{FSM: replica.New(seq), notify: s.notify}
+	r := &Replica{ID: g.ID, Seq: seq}
+	if single {
+		r.Rep, err = replication.NewSingle[sequencer.Result](replication.GroupID(g.ID), machine,
+			replication.SingleConfig{NodeID: s.cfg.NodeID, Addr: s.cfg.Addr, Clock: s.clock})
+		if err != nil {
+			_ = seq.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	rg, err := replication.OpenGroup[sequencer.Result](ctx, s.cfg.Engine, replication.GroupID(g.ID), machine)
+	if err != nil {
+		_ = seq.Close()
+		return nil, err
+	}
+	r.Rep = rg
+	if slices.Contains(g.Voters, s.cfg.NodeID) {
+		members := make([]replication.Member, 0, len(g.Voters))
+		for _, v := range g.Voters {
+			n, ok := st.Node(v)
+			if !ok || n.Labels.PeerAddr == "" {
+				_ = rg.Close()
+				_ = seq.Close()
+				return nil, fmt.Errorf("replicas: group %s: voter %s has no cluster address in the registry", g.ID, v)
+			}
+			members = append(members, replication.Member{ID: v, Addr: n.Labels.PeerAddr, Voter: true})
+		}
+		if err := rg.Bootstrap(ctx, members); err != nil && !errors.Is(err, replication.ErrBootstrapped) {
+			_ = rg.Close()
+			_ = seq.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// segmentAge seals a group's segments often enough for its age bound to
+// delete old records (retention removes whole sealed segments): an eighth
+// of the bound, so records outlive it by at most that much.
+func segmentAge(r fsm.Retention) time.Duration {
+	if r.Duration <= 0 {
+		return 0
+	}
+	return max(time.Duration(r.Duration)/8, time.Second)
+}
+
+// shut stops r's keeper and closes its replica and sequencer.
+func (s *Set) shut(r *Replica) error {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+	err := r.Rep.Close()
+	if cerr := r.Seq.Close(); cerr != nil && !errors.Is(cerr, sequencer.ErrClosed) {
+		err = errors.Join(err, cerr)
+	}
+	return err
+}
+
+// remove deletes the storage of a group whose record was deleted.
+func (s *Set) remove(id string) {
+	var err error
+	if s.cfg.Engine != nil {
+		err = s.cfg.Engine.Delete(replication.GroupID(id))
+	} else {
+		err = os.RemoveAll(s.groupDir(id))
+	}
+	if err != nil {
+		s.log.Warn("removing a deleted group's storage", "group", id, "err", err)
+	}
+}
+
+// notifying tells the set after every batch the group applied.
+type notifying struct {
+	*replica.FSM
+	notify func()
+}
+
+var _ replication.FSM[sequencer.Result] = (*notifying)(nil)
+
+func (n *notifying) Apply(entries []replication.Entry) ([]sequencer.Result, error) {
+	res, err := n.FSM.Apply(entries)
+	n.notify()
+	return res, err
+}
+
+func (n *notifying) Restore(r io.Reader) error {
+	err := n.FSM.Restore(r)
+	n.notify()
+	return err
+}

@@ -1,0 +1,174 @@
+package replicas
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/sequencer"
+)
+
+// fakeMeta is a metadata copy the test changes by applying commands.
+type fakeMeta struct {
+	mu      sync.Mutex
+	st      fsm.State
+	changed chan struct{}
+}
+
+func newFakeMeta(t *testing.T) *fakeMeta {
+	m := &fakeMeta{changed: make(chan struct{})}
+	m.apply(t, fsm.RegisterNode(fsm.Node{ID: "n1", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+	return m
+}
+
+func (m *fakeMeta) State() fsm.State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
+}
+
+func (m *fakeMeta) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+func (m *fakeMeta) apply(t *testing.T, cmd fsm.Command) fsm.Result {
+	t.Helper()
+	m.mu.Lock()
+	next, res := m.st.Apply(m.st.Applied()+1, cmd)
+	m.st = next
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+	if res.Error != nil {
+		t.Fatalf("%s: %v", cmd.Op, res.Error)
+	}
+	return res
+}
+
+func (m *fakeMeta) SetGroupHome(_ context.Context, c fsm.HomeChange) (fsm.Group, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next, res := m.st.Apply(m.st.Applied()+1, fsm.SetGroupHome(c))
+	m.st = next
+	close(m.changed)
+	m.changed = make(chan struct{})
+	if res.Group == nil {
+		return fsm.Group{}, res.Err()
+	}
+	return *res.Group, res.Err()
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // lint:sleep-ok fake time
+	}
+	t.Fatalf("%s: not true", what)
+}
+
+// TestSingleGroupLifecycle: a record naming this node its only voter opens
+// a Single over a sequencer; its leader applies retention ticks with the
+// record's bounds; a deleted record closes the replica and removes its
+// storage.
+func TestSingleGroupLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		dir := t.TempDir()
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: dir, RetentionInterval: time.Second, SegmentBytes: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "g/1", Rule: "g/#", Home: "n1", Voters: []string{"n1"},
+			Retention: fsm.Retention{Messages: 3}, Created: time.Unix(2, 0)}))
+		var r *Replica
+		eventually(t, "replica opened", func() bool { r = set.Get("g/1"); return r != nil })
+		changed := set.Changed()
+		for i := range 200 {
+			cmd, err := sequencer.EncodeCommand(sequencer.PublishCommand(sequencer.Publish{Topic: "g/a", Message: []byte{byte(i)}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.Rep.Propose(context.Background(), cmd); err != nil || res.Err != nil || res.Publishes[0].Index != uint64(i+1) {
+				t.Fatalf("publish %d: %+v %v", i, res, err)
+			}
+		}
+		select {
+		case <-changed:
+		default:
+			t.Fatal("appends did not wake Changed")
+		}
+		eventually(t, "retention applied", func() bool {
+			first, _, _ := r.Seq.Bounds("g/a")
+			return first > 100
+		})
+		if first, last, _ := r.Seq.Bounds("g/a"); last != 200 || last-first+1 < 3 {
+			t.Fatalf("after retention [%d, %d]: fewer than the 3 kept", first, last)
+		}
+		groupDir := filepath.Join(dir, "g%2F1")
+		if _, err := os.Stat(filepath.Join(groupDir, "log")); err != nil {
+			t.Fatal(err)
+		}
+		meta.apply(t, fsm.DeleteGroup("g/1"))
+		eventually(t, "replica closed and its storage removed", func() bool {
+			_, err := os.Stat(groupDir)
+			return set.Get("g/1") == nil && os.IsNotExist(err)
+		})
+		if _, err := r.Seq.ReadSeq(1, 1, 0); err == nil {
+			t.Error("the sequencer still reads after its group was deleted")
+		}
+	})
+}
+
+// TestReplicatedGroupNeedsAnEngine: a node without a replication engine
+// (running alone) refuses a group with several voters, and keeps trying.
+func TestReplicatedGroupNeedsAnEngine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		meta.apply(t, fsm.RegisterNode(fsm.Node{ID: "n2", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "g", Rule: "g", Home: "n1", Voters: []string{"n1", "n2"}, Created: time.Unix(2, 0)}))
+		eventually(t, "failures counted", func() bool { return testCounter(set.metrics.openFailures) >= 2 })
+		if set.Get("g") != nil {
+			t.Fatal("opened a replicated group without an engine")
+		}
+	})
+}
+
+// TestBudget: a node at its group budget opens no more replicas (and
+// keeps trying, in case one closes).
+func TestBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir(), MaxGroups: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		for _, id := range []string{"a", "b", "c"} {
+			meta.apply(t, fsm.CreateGroup(fsm.Group{ID: id, Rule: id, Home: "n1", Voters: []string{"n1"}, Created: time.Unix(2, 0)}))
+		}
+		eventually(t, "two open, the third refused", func() bool {
+			return len(set.IDs()) == 2 && testCounter(set.metrics.openFailures) >= 1
+		})
+		meta.apply(t, fsm.DeleteGroup("a"))
+		eventually(t, "the third opens once one closed", func() bool { return set.Get("c") != nil && set.Get("a") == nil })
+	})
+}

@@ -1,0 +1,135 @@
+//go:build linux
+
+package session
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// rawSock reads and writes the socket of a plain TCP connection with raw
+// system calls. The socket is non-blocking (the runtime's netpoller owns it),
+// so a call never blocks: a read that finds nothing waits for readability
+// through the netpoller like any other read, and a write that finds the
+// socket full reports what it wrote. Raw calls skip the scheduler's syscall
+// bookkeeping, which at moderate rates costs more than the call itself: each
+// ordinary system call made while the process was idle wakes the runtime's
+// monitor thread.
+//
+// The reader goroutine uses the read half; the holder of the writer role the
+// write half: each half has its own scratch fields.
+type rawSock struct {
+	rc syscall.RawConn
+
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wbuf    []byte
+	wn      int
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
+}
+
+// newRawSock returns the raw socket of nc if nc is a plain TCP connection,
+// directly or behind wrappers that pass bytes through unchanged (see
+// passThrough); nil otherwise (TLS, WebSocket, in-memory connections).
+func newRawSock(nc net.Conn) *rawSock {
+	for range 4 {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			rc, err := tc.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			r := &rawSock{rc: rc}
+			r.readFn = r.read
+			r.writeFn = r.write
+			return r
+		}
+		p, ok := nc.(passThrough)
+		if !ok {
+			return nil
+		}
+		nc = p.PassThrough()
+	}
+	return nil
+}
+
+func (r *rawSock) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.rbuf[0])), uintptr(len(r.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait for readability, then call again
+		case 0:
+			r.rn, r.rerrno = int(n), 0
+		default:
+			r.rn, r.rerrno = 0, e
+		}
+		return true
+	}
+}
+
+// Read reads into p, waiting (with the connection's read deadline) until
+// there is something to read.
+func (r *rawSock) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.rbuf = p
+	err := r.rc.Read(r.readFn)
+	r.rbuf = nil
+	switch {
+	case err != nil:
+		return 0, err // deadline, closed
+	case r.rerrno != 0:
+		return 0, os.NewSyscallError("read", r.rerrno)
+	case r.rn == 0:
+		return 0, io.EOF
+	}
+	return r.rn, nil
+}
+
+func (r *rawSock) write(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&r.wbuf[0])), uintptr(len(r.wbuf)),
+			syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			n = 0
+		}
+		r.wn, r.werrno = int(n), e
+		return true // one attempt: the caller falls back to a blocking write
+	}
+}
+
+// TryWrite writes as much of b as the socket accepts now, without waiting.
+// A full socket is not an error: it returns the count written (0 or a
+// partial count). Any error (including an expired write deadline) means the
+// caller must leave the bytes to a blocking write, which reports the failure
+// properly.
+func (r *rawSock) TryWrite(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r.wbuf = b
+	err := r.rc.Write(r.writeFn)
+	r.wbuf = nil
+	switch {
+	case err != nil:
+		return 0, err
+	case r.werrno == syscall.EAGAIN:
+		return 0, nil
+	case r.werrno != 0:
+		return 0, os.NewSyscallError("sendto", r.werrno)
+	}
+	return r.wn, nil
+}
