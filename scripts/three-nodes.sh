@@ -13,6 +13,10 @@
 #
 # Environment: SEXTANT (binary), DATA (data directory, default ./three-nodes-data),
 # MQTT_PORT (1883), CLUSTER_PORT (7946), ADMIN_PORT (8088), LOG_LEVEL (info).
+#
+# Each node must answer on its admin port before the next one starts; a node
+# that exits instead (a port in use, a bad data directory) stops the script,
+# which prints the end of that node's log and exits non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,16 +35,44 @@ pids=()
 stop() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap stop EXIT INT TERM
 
+# healthy IP: the admin API on IP answers GET /healthz with 200.
+healthy() {
+	local ip=$1 line=""
+	{ exec 3<>"/dev/tcp/$ip/$ADMIN_PORT"; } 2>/dev/null || return 1
+	printf 'GET /healthz HTTP/1.0\r\nHost: %s\r\n\r\n' "$ip" >&3
+	IFS= read -r -t 2 line <&3 || true
+	exec 3>&-
+	[[ $line == *" 200 "* ]]
+}
+
+# failed ID WHY: report a node that did not come up, with its log's end.
+failed() {
+	echo "$1 $2; the end of its log ($DATA/$1.log):" >&2
+	tail -n 20 "$DATA/$1.log" >&2 || true
+	exit 1
+}
+
 start() { # start ID IP [JOIN]
-	local id=$1 ip=$2 join=${3:-}
+	local id=$1 ip=$2 join=${3:-} pid
 	mkdir -p "$DATA/$id"
 	"$SEXTANT" serve --node-id "$id" --data-dir "$DATA/$id" --log-level "$LOG_LEVEL" \
 		--cluster-addr "$ip:$CLUSTER_PORT" ${join:+--join "$join"} \
 		--mqtt-addr "$ip:$MQTT_PORT" --ws-addr "" --admin-addr "$ip:$ADMIN_PORT" \
 		>"$DATA/$id.log" 2>&1 &
-	pids+=($!)
-	echo $! >"$DATA/$id.pid"
-	echo "$id: mqtt $ip:$MQTT_PORT admin $ip:$ADMIN_PORT cluster $ip:$CLUSTER_PORT (log $DATA/$id.log)"
+	pid=$!
+	pids+=("$pid")
+	echo "$pid" >"$DATA/$id.pid"
+	for _ in $(seq 1 150); do # 30 s
+		if ! kill -0 "$pid" 2>/dev/null; then
+			failed "$id" "failed to start"
+		fi
+		if healthy "$ip"; then
+			echo "$id: mqtt $ip:$MQTT_PORT admin $ip:$ADMIN_PORT cluster $ip:$CLUSTER_PORT (log $DATA/$id.log)"
+			return
+		fi
+		sleep 0.2
+	done
+	failed "$id" "did not answer on $ip:$ADMIN_PORT within 30 s"
 }
 
 start n1 127.0.0.1

@@ -41,6 +41,7 @@ func parseFlags(e *env, name, desc string, target any, args []string) (done bool
 		kong.Writers(e.stdout, e.stderr),
 		kong.Exit(func(int) {}),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
+		kong.ValueFormatter(helpValue),
 	)
 	if err != nil {
 		return false, err
@@ -58,7 +59,7 @@ func parseFlags(e *env, name, desc string, target any, args []string) (done bool
 		}
 	}
 	if _, err := parser.Parse(args); err != nil {
-		return false, usageError(fmt.Errorf("%s: %w", name, err))
+		return false, usageError(fmt.Errorf("%s: %w", name, withSuggestion(err)))
 	}
 	return false, nil
 }

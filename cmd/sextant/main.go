@@ -28,8 +28,10 @@ type CLI struct {
 	Sub     SubCmd     `cmd:"" passthrough:"" help:"Subscribe and print messages, with latency of stamped ones (see sextant sub --help)."`
 	Ping    PingCmd    `cmd:"" passthrough:"" help:"Measure MQTT round trips to a broker (see sextant ping --help)."`
 	Bench   BenchCmd   `cmd:"" passthrough:"" help:"Load-test any MQTT broker (see sextant bench --help)."`
-	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs."`
-	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules."`
+	Nodes   NodesCmd   `cmd:"" help:"Show the cluster's nodes, their coordinates and estimated RTTs; remove a node that is gone (nodes remove ID)."`
+	Clients ClientsCmd `cmd:"" help:"Show a node's clients and sessions, one client in detail, or disconnect one."`
+	Topics  TopicsCmd  `cmd:"" help:"Show a node's topics, retained messages and subscriptions."`
+	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules (docs/policy.md)."`
 	Passwd  PasswdCmd  `cmd:"" help:"Add or change a user in a password file (bcrypt), or remove one."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
 	Health  HealthCmd  `cmd:"" help:"Check a node's readiness over its admin API (exit 0 when ready): the container health check."`
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { exit = c; panic(exitSignal{}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.ValueFormatter(helpValue),
+		kong.Help(helpPrinter),
 		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n")},
 	)
 	if err != nil {
@@ -88,9 +92,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				code = exit
 			}
 		}()
-		kctx, err := parser.Parse(args)
+		kctx, err := parser.Parse(helpArgs(args))
 		if err != nil {
-			fmt.Fprintf(stderr, "sextant: %v\n", err)
+			fmt.Fprintf(stderr, "sextant: %v\n", withSuggestion(err))
 			return 2
 		}
 		if err := kctx.Run(&env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}); err != nil {
@@ -104,6 +108,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}()
 	return code
+}
+
+// helpArgs turns the ways of asking for help into kong's: no arguments at
+// all prints the usage, and "help [command...]" is "command... --help".
+func helpArgs(args []string) []string {
+	switch {
+	case len(args) == 0:
+		return []string{"--help"}
+	case args[0] == "help":
+		return append(append([]string(nil), args[1:]...), "--help")
+	}
+	return args
 }
 
 // exitSignal unwinds kong's help/exit handling back into run.

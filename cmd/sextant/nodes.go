@@ -21,7 +21,7 @@ import (
 type AdminFlags struct {
 	Admin string `name:"admin" short:"a" default:"127.0.0.1:8088" help:"Admin API address of a node (HOST:PORT or URL)." placeholder:"ADDR"`
 	Token string `name:"token" env:"SEXTANT_TOKEN" help:"Admin API bearer token." placeholder:"TOKEN"`
-	CA    string `name:"ca" env:"SEXTANT_CA" type:"path" help:"PEM CA certificate that verifies a node's admin API served over TLS (admin-tls); implies https." placeholder:"FILE"`
+	CA    string `name:"cafile" aliases:"ca" env:"SEXTANT_CAFILE,SEXTANT_CA" type:"path" help:"PEM CA certificate that verifies a node's admin API served over TLS (admin-tls); implies https (--ca is the same flag)." placeholder:"FILE"`
 }
 
 func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
@@ -30,23 +30,42 @@ func (a AdminFlags) client(opts ...client.Option) (*client.Client, error) {
 	}
 	pem, err := os.ReadFile(a.CA)
 	if err != nil {
-		return nil, fmt.Errorf("--ca: %w", err)
+		return nil, fmt.Errorf("--cafile: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", a.CA)
+		return nil, fmt.Errorf("--cafile %s: no PEM certificate in it", a.CA)
 	}
 	opts = append(opts, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
 	return client.New(a.Admin, a.Token, opts...), nil
 }
 
-// NodesCmd prints the cluster's nodes and their estimated RTT matrix.
+// call runs fn with a client of the admin API, within d (and the
+// command's context).
+func (a AdminFlags) call(e *env, d time.Duration, fn func(ctx context.Context, cl *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(e.ctx, d)
+	defer cancel()
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	return fn(ctx, cl)
+}
+
+// NodesCmd lists the cluster's nodes (its default) and removes a node that
+// is gone.
 type NodesCmd struct {
+	List   NodesListCmd  `cmd:"" default:"withargs" help:"Show the cluster's nodes, their coordinates and estimated RTTs (the default)."`
+	Remove NodeRemoveCmd `cmd:"" help:"Remove a node that is gone for good (it cannot drain itself) from the metadata group, the registry and gossip."`
+}
+
+// NodesListCmd prints the cluster's nodes and their estimated RTT matrix.
+type NodesListCmd struct {
 	AdminFlags
 	JSON bool `name:"json" help:"Print the API's JSON instead of tables."`
 }
 
-func (c *NodesCmd) Run(e *env) error {
+func (c *NodesListCmd) Run(e *env) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 15*time.Second)
 	defer cancel()
 	cl, err := c.client()

@@ -41,7 +41,7 @@ func (c *HealthCmd) Run(e *env) error {
 // NodeCmd groups the commands that act on one node.
 type NodeCmd struct {
 	Drain  NodeDrainCmd  `cmd:"" help:"Drain a node before restarting, upgrading or removing it: its clients move to other nodes with their sessions, then it stops."`
-	Remove NodeRemoveCmd `cmd:"" help:"Remove a node that is gone for good (it cannot drain itself) from the metadata group, the registry and gossip."`
+	Remove NodeRemoveCmd `cmd:"" help:"Remove a node that is gone for good (the same as nodes remove)."`
 }
 
 // NodeRemoveCmd asks a node (--admin) to remove another one from the

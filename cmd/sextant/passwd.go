@@ -8,11 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/sextantmq/sextant/internal/atomicfile"
 	"github.com/sextantmq/sextant/internal/auth"
 )
 
@@ -46,7 +46,7 @@ func (c *PasswdCmd) Run(e *env) error {
 		if !found {
 			return fmt.Errorf("%s has no user %q", c.File, c.User)
 		}
-		if err := writeFileAtomic(c.File, out); err != nil {
+		if err := atomicfile.Write(c.File, out, 0o600); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "removed %s from %s\n", c.User, c.File)
@@ -67,7 +67,7 @@ func (c *PasswdCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(c.File, out); err != nil {
+	if err := atomicfile.Write(c.File, out, 0o600); err != nil {
 		return err
 	}
 	verb := "added"
@@ -130,31 +130,4 @@ func readNoEcho(f *os.File) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(strings.TrimRight(line, "\r\n")), nil
-}
-
-// writeFileAtomic replaces path with data (mode 0600) through a temporary
-// file in the same directory and a rename, so a reader sees the old or the
-// new file, never half of one.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".sextant-passwd-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -122,7 +122,7 @@ func TestAdminAPIAuthentication(t *testing.T) {
 	if code, _, errOut := runCLI(t, "nodes", "--admin", addr, "--ca", ca.CertFile); code == 0 || !strings.Contains(errOut, "HTTP 401") {
 		t.Fatalf("no token: %d %q", code, errOut)
 	}
-	if code, out, errOut := runCLI(t, "nodes", "--admin", addr, "--ca", ca.CertFile, "--token", read); code != 0 || !strings.Contains(out, "NODE") {
+	if code, out, errOut := runCLI(t, "nodes", "--admin", addr, "--cafile", ca.CertFile, "--token", read); code != 0 || !strings.Contains(out, "NODE") {
 		t.Fatalf("read token: %d %q %q", code, out, errOut)
 	}
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
@@ -131,7 +131,7 @@ func TestAdminAPIAuthentication(t *testing.T) {
 		t.Fatalf("read token writing: %d %q", code, errOut)
 	}
 	brokertest.Eventually(t, 10*time.Second, func() bool {
-		code, _, _ := runCLI(t, "policy", "set", "--admin", addr, "--ca", ca.CertFile, "--token", admin, "-f", rules)
+		code, _, _ := runCLI(t, "policy", "set", "--admin", addr, "--cafile", ca.CertFile, "--token", admin, "-f", rules)
 		return code == 0
 	}, "policy set with the admin token")
 	if code, _, errOut := runCLI(t, "nodes", "--admin", addr, "--token", read); code == 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,10 +58,32 @@ func New(node Node, reg prometheus.Gatherer, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.node.Status())
 	})
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
+	s.mux.HandleFunc("/", s.noRoute)
 	return s
+}
+
+// methods are those the API's routes use, in the order Allow lists them.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete}
+
+// noRoute answers a request no route took: 405 with Allow when the path
+// exists for other methods, else 404. (The catch-all route that gives
+// errors a JSON body would otherwise turn every wrong method into a 404.)
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range methods {
+		probe := *r
+		probe.Method = m
+		if _, pattern := s.mux.Handler(&probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "))
+		return
+	}
+	WriteError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 }
 
 // Handle registers an extra route (used by subsystems that add endpoints).

@@ -7,9 +7,12 @@ import (
 
 // ClientInfo is one entry of GET /v1/clients.
 type ClientInfo struct {
-	ID            string  `json:"client_id"`
-	Remote        string  `json:"remote"`
-	Protocol      string  `json:"protocol"`
+	ID       string `json:"client_id"`
+	Remote   string `json:"remote"`
+	Protocol string `json:"protocol"`
+	// RTTms is the client's round trip: with source tcp_info the smallest
+	// the kernel measured on the connection (the network's delay, stable;
+	// placement uses it), with puback the smoothed PUBLISH->PUBACK time.
 	RTTms         float64 `json:"rtt_ms,omitempty"`
 	RTTSource     string  `json:"rtt_source,omitempty"` // tcp_info or puback
 	Subscriptions int     `json:"subscriptions"`
@@ -30,7 +33,7 @@ func (s *Server) WithClients(c Clients) *Server {
 	s.mux.HandleFunc("GET /v1/clients", func(w http.ResponseWriter, r *http.Request) {
 		cs := c.Clients()
 		sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
-		writeJSON(w, http.StatusOK, cs)
+		writeJSON(w, http.StatusOK, nonNil(cs))
 	})
 	return s
 }

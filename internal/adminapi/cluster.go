@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
@@ -78,6 +80,9 @@ type ClusterView interface {
 	Cluster(ctx context.Context) ClusterInfo
 	Policies() PolicySet
 	PutPolicies(ctx context.Context, rules []fsm.Rule, expect *uint64) (PolicySet, error)
+	// WaitPolicies waits until this node's copy of the policies is at
+	// version or later, or ctx ends.
+	WaitPolicies(ctx context.Context, version uint64) error
 }
 
 // Timeouts of the cluster endpoints: reading the metadata group's view
@@ -86,6 +91,8 @@ type ClusterView interface {
 const (
 	clusterReadTimeout = 5 * time.Second
 	policyWriteTimeout = 10 * time.Second
+	// policyWaitTimeout bounds GET /v1/policies?min_version=N.
+	policyWaitTimeout = 10 * time.Second
 )
 
 // WithCluster adds /v1/nodes, /v1/cluster and /v1/policies.
@@ -99,6 +106,22 @@ func (s *Server) WithCluster(c ClusterView) *Server {
 		writeJSON(w, http.StatusOK, c.Cluster(ctx))
 	})
 	s.mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
+		// ?min_version=N waits for this node's copy to reach version N:
+		// a write through one node, then a read on another, sees it.
+		if mv := r.URL.Query().Get("min_version"); mv != "" {
+			v, err := strconv.ParseUint(mv, 10, 64)
+			if err != nil {
+				WriteError(w, http.StatusBadRequest, "bad_request", "min_version: want a policy version (a whole number)")
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), policyWaitTimeout)
+			defer cancel()
+			if err := c.WaitPolicies(ctx, v); err != nil {
+				WriteError(w, http.StatusServiceUnavailable, "stale", fmt.Sprintf("this node has policy version %d; version %d did not reach it within %v (is the metadata group's leader reachable from it?)",
+					c.Policies().Version, v, policyWaitTimeout))
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, c.Policies())
 	})
 	s.mux.HandleFunc("PUT /v1/policies", func(w http.ResponseWriter, r *http.Request) {

@@ -17,9 +17,10 @@ import (
 // proposing: with the rules' validation error, if any.
 type validatingCluster struct{}
 
-func (validatingCluster) Nodes() []NodeInfo                   { return nil }
-func (validatingCluster) Cluster(context.Context) ClusterInfo { return ClusterInfo{} }
-func (validatingCluster) Policies() PolicySet                 { return PolicySet{} }
+func (validatingCluster) Nodes() []NodeInfo                          { return nil }
+func (validatingCluster) Cluster(context.Context) ClusterInfo        { return ClusterInfo{} }
+func (validatingCluster) Policies() PolicySet                        { return PolicySet{} }
+func (validatingCluster) WaitPolicies(context.Context, uint64) error { return nil }
 func (validatingCluster) PutPolicies(_ context.Context, rules []fsm.Rule, expect *uint64) (PolicySet, error) {
 	if err := fsm.PutPolicies(rules).Validate(); err != nil {
 		return PolicySet{}, err

@@ -88,11 +88,12 @@ func (r Rule) String() string {
 // Each rule has exactly one of allow or deny, and a topic filter. Rules are
 // checked in order and the first that applies decides. A publish (and a
 // message delivered to a subscriber) is checked by topic name: a rule applies
-// when its filter matches the name. A subscription is checked by filter: an
-// allow rule applies when its filter covers every topic the subscription
-// can match, a deny rule when the two filters share any topic. Filters
-// starting with a wildcard never match topics starting with '$' (MQTT's
-// rule), so "#" does not grant $SYS/.
+// when its filter matches the name. A subscription is checked by filter: a
+// deny rule applies when it covers every topic the subscription can match,
+// an allow rule when the two filters share any topic; what a granted
+// wildcard subscription matches on denied topics is withheld message by
+// message. Filters starting with a wildcard never match topics starting
+// with '$' (MQTT's rule), so "#" does not grant $SYS/.
 type ACL struct {
 	users         map[string][]Rule
 	authenticated []Rule
@@ -257,7 +258,13 @@ func decideName(rules []compiled, acc Access, name string) bool {
 	return false
 }
 
-// decideFilter checks a subscription's (non-shared) filter against rules.
+// decideFilter checks a subscription's (non-shared) filter against rules;
+// the first rule that applies decides. A deny rule applies when it covers
+// the whole filter: the subscription could receive nothing. A deny rule
+// that covers only part of it does not: the messages on the topics it
+// denies are withheld one by one as they are delivered (decideName, through
+// Grant.CanReceive), so that one deny rule does not refuse every wildcard
+// subscriber. An allow rule applies when it shares a topic with the filter.
 func decideFilter(rules []compiled, f string) bool {
 	for i := range rules {
 		r := &rules[i]
@@ -268,10 +275,10 @@ func decideFilter(rules []compiled, f string) bool {
 		case r.poisoned && r.allow:
 		case r.poisoned:
 			return false
-		case r.allow && covers(r.filter, f):
-			return true
-		case !r.allow && topic.Overlap(r.filter, f):
+		case !r.allow && covers(r.filter, f):
 			return false
+		case r.allow && topic.Overlap(r.filter, f):
+			return true
 		}
 	}
 	return false

@@ -75,21 +75,29 @@ func TestACLDecisions(t *testing.T) {
 		{alice, "pub", "devices/bob/temp", false},
 		{bob, "pub", "devices/bob/config", true},
 		{bob, "sub", "devices/bob/#", true},
-		{bob, "sub", "devices/#", false},
-		{bob, "sub", "devices/+/temp", false},
+		// A wildcard granted because it shares devices/bob/# with an
+		// allow rule; the other devices' messages are withheld.
+		{bob, "sub", "devices/#", true},
+		{bob, "sub", "devices/+/temp", true},
+		{bob, "recv", "devices/bob/temp", true},
+		{bob, "recv", "devices/carol/temp", false},
+		{bob, "sub", "devices/carol/#", false}, // shares nothing with an allow rule
 		// %c
 		{bob, "pub", "clients/b-1/status", true},
 		{bob, "pub", "clients/a-1/status", false},
 		{bob, "sub", "clients/b-1/status", false},
-		// subscribe: allow covers, deny overlaps.
+		// subscribe: deny must cover the whole filter, allow overlaps.
 		{bob, "sub", "public/news", true},
-		{bob, "sub", "public/#", false}, // overlaps public/secret/#
-		{bob, "sub", "public/+/x", false},
+		{bob, "sub", "public/#", true}, // partly denied: public/secret/ withheld per message
+		{bob, "sub", "public/+/x", true},
 		{bob, "sub", "public/secret/key", false},
+		{bob, "sub", "public/secret/#", false},
+		{bob, "sub", "public/secret/+/x", false},
 		{bob, "recv", "public/news", true},
 		{bob, "recv", "public/secret/key", false},
 		{bob, "sub", "$share/g/public/news", true},
-		{bob, "sub", "$share/g/devices/#", false},
+		{bob, "sub", "$share/g/devices/#", true},
+		{bob, "sub", "$share/g/devices/carol/#", false},
 		{bob, "sub", "$SYS/#", false},
 		// anonymous rules only; %u never matches for anonymous clients.
 		{anon, "sub", "public/#", true},
@@ -266,5 +274,38 @@ func BenchmarkBcryptVerify(b *testing.B) {
 	p, _ := ParsePasswords(strings.NewReader("u:" + string(h) + "\n"))
 	for i := 0; i < b.N; i++ {
 		_ = p.Verify("u", []byte("pw"))
+	}
+}
+
+// TestOneDenyRuleDoesNotRefuseWildcards: with a deny rule for one topic
+// before a rule allowing everything (a common test-suite ACL), a
+// subscription to "#" is granted and the denied topic is withheld from it
+// message by message; a subscription to the denied topic itself, or to a
+// filter the deny rule covers, is refused.
+func TestOneDenyRuleDoesNotRefuseWildcards(t *testing.T) {
+	a := mustACL(t, `
+anonymous:
+  - deny: subscribe
+    topic: test/nosubscribe
+  - allow: both
+    topic: "#"
+`)
+	g := a.Grant("", "c", true)
+	for _, c := range []struct {
+		filter string
+		want   bool
+	}{
+		{"#", true}, {"test/#", true}, {"test/+", true}, {"+/nosubscribe", true},
+		{"test/nosubscribe", false}, {"$share/g/#", true}, {"$share/g/test/nosubscribe", false},
+	} {
+		if got := g.CanSubscribe(c.filter); got != c.want {
+			t.Errorf("subscribe %q = %v, want %v", c.filter, got, c.want)
+		}
+	}
+	if g.CanReceive("test/nosubscribe") {
+		t.Error("a message on the denied topic would be delivered")
+	}
+	if !g.CanReceive("test/other") || !g.CanPublish("test/nosubscribe") {
+		t.Error("the deny rule reaches beyond subscribing to its topic")
 	}
 }

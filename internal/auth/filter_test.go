@@ -113,3 +113,42 @@ func TestCoversExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedSubscriptionsLoseNothing: against random rule lists, a
+// refused subscription matches no topic the rules would let the client
+// receive, so refusing it takes nothing from the client; and a granted one
+// whose filter matches a receivable topic is never refused (the per-message
+// check withholds the rest).
+func TestRefusedSubscriptionsLoseNothing(t *testing.T) {
+	names := universe()
+	for _, seed := range seeds() {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Logf("seed %d (reproduce with -run TestRefusedSubscriptionsLoseNothing -seed %d)", seed, seed)
+			r := rand.New(rand.NewPCG(seed, 1))
+			for range 800 {
+				var rules []compiled
+				for range 1 + r.IntN(4) {
+					f := randomFilter(r)
+					if topic.ValidateFilter(f) != nil {
+						continue
+					}
+					rules = append(rules, compiled{allow: r.IntN(2) == 0, access: Subscribe, filter: f})
+				}
+				f := randomFilter(r)
+				if topic.ValidateFilter(f) != nil {
+					continue
+				}
+				receivable := false
+				for _, n := range names {
+					if topic.Match(f, n) && decideName(rules, Subscribe, n) {
+						receivable = true
+						break
+					}
+				}
+				if receivable && !decideFilter(rules, f) {
+					t.Fatalf("rules %+v refuse %q, which matches a topic they let the client receive", rules, f)
+				}
+			}
+		})
+	}
+}

@@ -205,10 +205,15 @@ func (r *runner) cpu(res *Result, before, after sample, delivered int64) {
 	} else if res.Broker != nil && total >= saturation*float64(res.Generator.NumCPU) {
 		res.Notes = append(res.Notes, fmt.Sprintf("generator (%.2f cores) and broker (%.2f cores) together saturated the %d cores: results are CPU-bound",
 			res.Generator.Cores, res.Broker.Cores, res.Generator.NumCPU))
-	} else if res.MachineCores >= saturation*float64(res.Generator.NumCPU) {
+	} else if res.MachineCores >= saturation*float64(res.Generator.NumCPU) && res.Broker != nil {
 		other := res.MachineCores - total
 		res.Notes = append(res.Notes, fmt.Sprintf("the machine's %d cores were saturated (%.2f busy; generator %.2f, broker %.2f, other processes %.2f): results are CPU-bound",
-			res.Generator.NumCPU, res.MachineCores, res.Generator.Cores, total-res.Generator.Cores, other))
+			res.Generator.NumCPU, res.MachineCores, res.Generator.Cores, res.Broker.Cores, other))
+	} else if res.MachineCores >= saturation*float64(res.Generator.NumCPU) {
+		// Without --broker-pid the broker is not measured apart: it is
+		// among the rest of the machine, not at zero.
+		res.Notes = append(res.Notes, fmt.Sprintf("the machine's %d cores were saturated (%.2f busy; generator %.2f, the broker and other processes %.2f; --broker-pid measures the broker apart): results are CPU-bound",
+			res.Generator.NumCPU, res.MachineCores, res.Generator.Cores, res.MachineCores-res.Generator.Cores))
 	} else if res.Generator.Cores >= saturation {
 		res.Notes = append(res.Notes, fmt.Sprintf("the generator used %.2f cores (of %d): it may have saturated a core", res.Generator.Cores, res.Generator.NumCPU))
 	}

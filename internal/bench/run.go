@@ -313,8 +313,7 @@ func (r *runner) messages(ctx context.Context) (*Result, error) {
 	pubEnd := time.Now()
 
 	r.setPhase("drain")
-	r.drain(ctx)
-	after := r.sample()
+	after := r.drain(ctx)
 	for i, cl := range r.subClients {
 		if err := cl.Err(); err != nil {
 			r.addError(fmt.Sprintf("subscriber %d", i), err)
@@ -325,11 +324,15 @@ func (r *runner) messages(ctx context.Context) (*Result, error) {
 }
 
 // drain waits until every owed delivery has arrived, or nothing has
-// arrived for cfg.Drain, or ctx ends.
-func (r *runner) drain(ctx context.Context) {
+// arrived for cfg.Drain, or ctx ends. It returns the CPU sample that ends
+// the measured run: taken when the last delivery was seen, so that the
+// idle wait for deliveries that never come (messages were lost) does not
+// dilute the CPU figures.
+func (r *runner) drain(ctx context.Context) sample {
 	expected := r.expected()
 	var last int64 = -1
 	idleSince := time.Now()
+	lastSeen := r.sample()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -342,17 +345,18 @@ func (r *runner) drain(ctx context.Context) {
 			acked = acked && p.pending.Load() == 0
 		}
 		if got >= expected && acked {
-			return
+			return r.sample()
 		}
 		if got != last {
 			last, idleSince = got, time.Now()
+			lastSeen = r.sample()
 		}
 		if time.Since(idleSince) > r.cfg.Drain {
-			return
+			return lastSeen
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return lastSeen
 		case <-t.C:
 		}
 	}

@@ -258,6 +258,9 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	if b.replays != nil {
 		b.replays.Attached(s)
 	}
+	b.log.Info("client connected", "client", id, "remote", c.RemoteAddr().String(), "user", c.User(),
+		"protocol", p.Version.String(), "keep_alive", p.KeepAlive, "clean_start", p.CleanStart,
+		"session_expiry", expiry, "session_present", present)
 	return s, present, packet.Success, ""
 }
 
@@ -271,6 +274,8 @@ func (b *Broker) connectedLocked(id string) bool {
 
 // Detach implements session.Hub: a connection bound to s has ended.
 func (b *Broker) Detach(s *session.Session, c *session.Conn, publishWill bool) {
+	b.log.Info("client disconnected", "client", s.ID, "remote", c.RemoteAddr().String(), "reason", c.EndReason(),
+		"session_kept", s.Expiry() > 0)
 	b.mu.Lock()
 	b.mu.conns--
 	b.mu.Unlock()

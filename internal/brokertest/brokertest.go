@@ -63,6 +63,13 @@ func StartClock(t testing.TB, cfg config.Config, clk clock.Clock) *Node {
 	if os.Getenv("SEXTANT_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	return StartLogged(t, cfg, clk, log)
+}
+
+// StartLogged starts a node as StartClock does, logging to log (tests of
+// what the node logs give it a handler they read).
+func StartLogged(t testing.TB, cfg config.Config, clk clock.Clock, log *slog.Logger) *Node {
+	t.Helper()
 	n, err := node.New(cfg, node.Options{Log: log, Version: "test", Clock: clk})
 	if err != nil {
 		t.Fatalf("brokertest: new node: %v", err)

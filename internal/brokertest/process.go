@@ -1,17 +1,17 @@
 package brokertest
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sextantmq/sextant/internal/logging/logtest"
 )
 
 // BuildSextant builds cmd/sextant into a temporary directory and returns the
@@ -163,24 +163,7 @@ func (p *Process) Output() string { return p.out.String() }
 
 // LockedBuffer is an output buffer a test reads while a process or a
 // command writes it.
-type LockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends b.
-func (l *LockedBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(b)
-}
-
-// String returns what was written so far.
-func (l *LockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type LockedBuffer = logtest.Buffer
 
 // RequireTool returns the path of an external program a test needs. Outside
 // CI a missing program skips the test with a message naming the package to

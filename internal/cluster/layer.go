@@ -306,13 +306,18 @@ var _ peer.Handler = links{}
 // LinkUp: a new connection gets every retained message and every
 // tombstone, and the directory retries what it could not register. A
 // node's interest stays while its link reconnects; it is dropped when
-// membership says the node failed or left.
+// membership says the node failed or left. Each connection's start and
+// end is logged once: the link's redials in between are not (peer logs
+// them at debug), so a dead node costs one line here.
 func (h links) LinkUp(pl *peer.Link) {
+	h.l.log.Info("link to node up", "peer", pl.Node())
 	pl.SyncRetained(h.l.retained.Snapshot())
 	h.l.dir.Poke()
 }
 
-func (h links) LinkDown(string) {}
+func (h links) LinkDown(node string) {
+	h.l.log.Info("link to node down", "peer", node)
+}
 
 func (h links) Publish(node string, msg []byte, direct bool, groups []string) {
 	h.l.receive(node, msg, direct, groups)

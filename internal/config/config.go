@@ -43,6 +43,7 @@ type Config struct {
 	AllowAnonymous string        `name:"allow-anonymous" yaml:"allow-anonymous" default:"auto" enum:"auto,true,false" help:"Accept clients with no user name or certificate identity: auto accepts them only when every client listener is on loopback."`
 	PasswordFile   string        `name:"password-file" yaml:"password-file" default:"" help:"File of user:bcrypt-hash lines (write it with sextant passwd); reloaded on SIGHUP."`
 	ACLFile        string        `name:"acl-file" yaml:"acl-file" default:"" help:"YAML access control list (docs/security.md); once set, access is denied unless a rule allows it. Reloaded on SIGHUP."`
+	SysAccess      string        `name:"sys-access" yaml:"sys-access" default:"loopback" enum:"loopback,all,none" help:"Who may subscribe to $SYS/ statistics when there is no acl-file: clients on loopback (loopback), every client (all) or nobody (none). With an acl-file its rules decide."`
 	AuthFailDelay  time.Duration `name:"auth-fail-delay" yaml:"auth-fail-delay" default:"1s" help:"How long a CONNECT that failed authentication waits before its refusal is sent."`
 
 	AdminToken     string `name:"admin-token" yaml:"admin-token" default:"" help:"Bearer token of the admin API's admin scope (every endpoint); needed when admin-addr is not on loopback, unless admin-token-file is set."`
@@ -104,7 +105,7 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, invalid("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data-dir", "must not be empty")
@@ -136,6 +137,7 @@ func (c *Config) Validate() error {
 	oneOf("tls-client-auth", c.TLSClientAuth, "none", "request", "require")
 	oneOf("tls-identity", c.TLSIdentity, "none", "cn", "san")
 	oneOf("allow-anonymous", c.AllowAnonymous, "auto", "true", "false")
+	oneOf("sys-access", c.SysAccess, "loopback", "all", "none")
 	oneOf("publish-limit-action", c.PublishLimit, "pause", "disconnect")
 	c.validateSecurity(bad)
 	if c.ClusterAddr != "" {
@@ -237,5 +239,5 @@ func (c *Config) Validate() error {
 	} else if c.DrainTimeout >= c.ShutdownTimeout {
 		bad("drain-timeout", "%v leaves no time to stop within shutdown-timeout %v", c.DrainTimeout, c.ShutdownTimeout)
 	}
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }

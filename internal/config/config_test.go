@@ -96,6 +96,34 @@ func TestCopyField(t *testing.T) {
 	}
 }
 
+// TestDecodeErrorsNameKeyAndForm: each bad value is reported with its line,
+// its key and the form it must take, all of them at once, and every error
+// matches ErrInvalid; a list may be one comma-separated value.
+func TestDecodeErrorsNameKeyAndForm(t *testing.T) {
+	c := Default()
+	err := Decode(strings.NewReader("max-inflight: many\nadmin-tls: maybe\nmqtt-adr: x\nsys-interval: 5\n"), &c)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err %v does not match ErrInvalid", err)
+	}
+	for _, want := range []string{
+		`line 1: max-inflight: "many" is not a whole number from 0 to 65535`,
+		`line 2: admin-tls: "maybe" is not true or false`,
+		`line 3: unknown key "mqtt-adr"; did you mean mqtt-addr?`,
+		`line 4: sys-interval: "5" is not a duration`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %q", err, want)
+		}
+	}
+	c = Default()
+	if err := Decode(strings.NewReader("join: 10.0.0.1:7946, 10.0.0.2:7946\n"), &c); err != nil || len(c.Join) != 2 || c.Join[1] != "10.0.0.2:7946" {
+		t.Fatalf("join as one value: %q %v", c.Join, err)
+	}
+	if err := Decode(strings.NewReader("join: [10.0.0.3:7946]\nnode-id:\n"), &c); err != nil || len(c.Join) != 1 || c.NodeID != "" {
+		t.Fatalf("join as a list, an empty node-id: %q %q %v", c.Join, c.NodeID, err)
+	}
+}
+
 func TestPlacementKeys(t *testing.T) {
 	c := Default()
 	if c.PlacementPolicy != "center" || c.PlacementInterval != 5*time.Second || c.PlacementOverload != 85 ||

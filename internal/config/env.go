@@ -57,12 +57,12 @@ func FromEnv(environ []string, c *Config) (unknown []string, err error) {
 			continue
 		}
 		if err := setFromString(f, strings.TrimSpace(val)); err != nil {
-			errs = append(errs, fmt.Sprintf("%s=%q: %v", k, val, err))
+			errs = append(errs, fmt.Sprintf("%s=%q is not %s", k, val, expectedForm(f)))
 		}
 	}
 	slices.Sort(unknown)
 	if len(errs) > 0 {
-		return unknown, fmt.Errorf("%w: environment: %s", ErrInvalid, strings.Join(errs, "; "))
+		return unknown, invalid("environment: %s", strings.Join(errs, "; "))
 	}
 	return unknown, nil
 }

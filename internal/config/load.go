@@ -2,12 +2,12 @@ package config
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -78,17 +78,23 @@ func setFromString(v reflect.Value, s string) error {
 }
 
 // Load reads a YAML config file onto c (normally Default()): keys present in
-// the file replace c's values; unknown keys are an error.
+// the file replace c's values; unknown keys are an error. Errors name the
+// file, the line and the key, and say what form the value must take.
 func Load(path string, c *Config) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
-	return Decode(f, c)
+	if err := Decode(f, c); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
 }
 
-// Decode is Load from a reader.
+// Decode is Load from a reader. The file is a YAML mapping of keys (the
+// flag names) to values; each value is decoded on its own, so that an
+// error says which key it belongs to.
 func Decode(r io.Reader, c *Config) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -97,12 +103,104 @@ func Decode(r io.Reader, c *Config) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config: %w", err)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return invalid("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return nil // comments only
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return invalid("line %d: the file must be a mapping of key: value lines (mqtt-addr: 0.0.0.0:1883)", root.Line)
+	}
+	fields := map[string]int{}
+	var keys []string
+	t := reflect.TypeOf(*c)
+	for i := 0; i < t.NumField(); i++ {
+		k := t.Field(i).Tag.Get("yaml")
+		fields[k] = i
+		keys = append(keys, k)
+	}
+	v := reflect.ValueOf(c).Elem()
+	seen := map[string]int{}
+	var errs []error
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		kn, vn := root.Content[i], root.Content[i+1]
+		key := kn.Value
+		fi, ok := fields[key]
+		switch {
+		case !ok:
+			hint := ""
+			if s := Suggest(key, keys); s != "" {
+				hint = fmt.Sprintf("; did you mean %s?", s)
+			}
+			errs = append(errs, invalid("line %d: unknown key %q%s (every key is in docs/configuration.md)", kn.Line, key, hint))
+			continue
+		case seen[key] != 0:
+			errs = append(errs, invalid("line %d: %s is set twice (first on line %d)", kn.Line, key, seen[key]))
+			continue
+		}
+		seen[key] = kn.Line
+		if err := decodeValue(vn, v.Field(fi)); err != nil {
+			errs = append(errs, invalid("line %d: %s: %s", vn.Line, key, err.Error()))
+		}
+	}
+	return joinProblems(errs)
+}
+
+// decodeValue sets f from a YAML value node, or says what form the value
+// must take.
+func decodeValue(n *yaml.Node, f reflect.Value) error {
+	if f.Kind() == reflect.Slice && n.Kind == yaml.ScalarNode {
+		// A list may be written as one comma-separated value, as for the
+		// flag and the environment variable.
+		f.Set(reflect.ValueOf(splitList(n.Value)))
+		return nil
+	}
+	if f.Kind() != reflect.Slice && n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a single value, got a %s", kindName(n.Kind))
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		if f.Kind() == reflect.String {
+			f.SetString("")
+			return nil
+		}
+		return fmt.Errorf("no value; want %s", expectedForm(f))
+	}
+	if f.Kind() == reflect.Slice {
+		return n.Decode(f.Addr().Interface())
+	}
+	if err := setFromString(f, n.Value); err != nil {
+		return fmt.Errorf("%q is not %s", n.Value, expectedForm(f))
 	}
 	return nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.MappingNode:
+		return "mapping"
+	}
+	return "value"
+}
+
+// expectedForm says in words what a field's values look like.
+func expectedForm(f reflect.Value) string {
+	if f.Type() == reflect.TypeOf(time.Duration(0)) {
+		return "a duration such as 10s, 250ms or 1m30s"
+	}
+	switch f.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("a whole number from 0 to %d", uint64(1)<<f.Type().Bits()-1)
+	}
+	return "a string"
 }
 
 // CopyField sets the field called name (its `name` tag) in dst to its value

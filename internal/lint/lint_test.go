@@ -57,6 +57,7 @@ var harnesses = []string{
 	"internal/mqtt/packettest",
 	"internal/mqttclient/mqttclienttest",
 	"internal/clock/clocktest",
+	"internal/logging/logtest",
 }
 
 // nodeImporters are the production packages allowed to import

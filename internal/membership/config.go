@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/sextantmq/sextant/internal/logging"
 )
 
 // ErrConfig marks an invalid Config.
@@ -116,6 +118,10 @@ type Config struct {
 	SecretKey []byte
 	// EventBuffer bounds Events (default 256).
 	EventBuffer int
+	// KnownFile, if set, is where the members this node has seen are
+	// remembered (see LoadKnown), so that it can rejoin them after a
+	// restart whatever its join list.
+	KnownFile string
 	// Logger receives Serf's and memberlist's logs (default: discarded).
 	Logger *slog.Logger
 }
@@ -177,7 +183,7 @@ func (c Config) serfConfig(ch chan<- serf.Event, logger *slog.Logger) (*serf.Con
 	if c.Profile == WAN {
 		ml = memberlist.DefaultWANConfig()
 	}
-	std := stdLogger(logger)
+	std := logging.StdLog(logger, nil)
 	ml.Name = c.NodeID
 	ml.Logger = std
 	ml.LogOutput = nil

@@ -16,6 +16,12 @@
 // Vivaldi probes see emulated latency, loss and partitions, inside a
 // testing/synctest bubble.
 //
+// Each change of another member is logged once (join, leave, failure,
+// removal), and Serf's and memberlist's own lines pass through
+// logging.StdLog. With Config.KnownFile the members seen are remembered in
+// a file (LoadKnown reads it), so that a restarted node can rejoin them
+// whatever its join list.
+//
 // Concurrency: a Membership is safe for concurrent use. It owns one goroutine
 // that turns Serf's events into Events; Shutdown stops it. Events is bounded:
 // when the consumer falls behind, events are dropped and counted, and the next

@@ -85,6 +85,7 @@ type Membership struct {
 	stop   chan struct{}
 	done   chan struct{}
 	logger *slog.Logger
+	known  *known // nil without Config.KnownFile; used by the pump alone
 
 	dropped atomic.Uint64
 	resync  atomic.Bool // set when an event was dropped; cleared by EventResync
@@ -127,6 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		done:   make(chan struct{}),
 		logger: logger,
 	}
+	if cfg.KnownFile != "" {
+		m.known = newKnown(cfg.KnownFile, cfg.NodeID, logger)
+	}
 	go m.pump(serfEvents)
 	if len(cfg.Join) > 0 {
 		if err := m.join(ctx, cfg.Join); err != nil {
@@ -144,15 +148,24 @@ const (
 	joinBackoffMax = 5 * time.Second
 )
 
-// join retries serf's join with backoff until one address answered.
+// join retries serf's join with backoff until one address answered. The
+// first failure is a warning; the retries, which may go on for as long as
+// the other nodes are away, are logged at debug level.
 func (m *Membership) join(ctx context.Context, addrs []string) error {
 	backoff := joinBackoffMin
-	for {
+	for attempt := 1; ; attempt++ {
 		n, err := m.serf.Join(addrs, true)
 		if n > 0 {
+			if attempt > 1 {
+				m.logger.Info("membership: joined", "attempts", attempt)
+			}
 			return nil
 		}
-		m.logger.Warn("membership: join failed, retrying", "addrs", addrs, "err", err, "retry_in", backoff)
+		lv := slog.LevelDebug
+		if attempt == 1 {
+			lv = slog.LevelWarn
+		}
+		m.logger.Log(ctx, lv, "membership: join failed; retrying until one of the addresses answers", "addrs", addrs, "err", err, "retry_in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -183,9 +196,35 @@ func (m *Membership) pump(in <-chan serf.Event) {
 				continue
 			}
 			for _, sm := range me.Members {
-				m.emit(Event{Type: typ, Member: m.member(sm)})
+				e := Event{Type: typ, Member: m.member(sm)}
+				m.logEvent(e)
+				if m.known != nil {
+					m.known.note(e)
+				}
+				m.emit(e)
 			}
 		}
+	}
+}
+
+// logEvent tells the operator about another member's change, once per
+// change (the library's own narration of it is at debug level).
+func (m *Membership) logEvent(e Event) {
+	mm := e.Member
+	if mm.ID == m.id {
+		return
+	}
+	switch e.Type {
+	case EventJoin:
+		m.logger.Info("cluster member joined", "member", mm.ID, "addr", mm.Addr, "site", mm.Labels.Site, "tier", mm.Labels.Tier)
+	case EventLeave:
+		m.logger.Info("cluster member left", "member", mm.ID, "addr", mm.Addr)
+	case EventFail:
+		m.logger.Warn("cluster member failed: it stopped answering gossip probes", "member", mm.ID, "addr", mm.Addr)
+	case EventReap:
+		m.logger.Info("cluster member forgotten: gone long enough, or removed by an operator", "member", mm.ID, "addr", mm.Addr)
+	case EventUpdate:
+		m.logger.Debug("cluster member changed its labels", "member", mm.ID)
 	}
 }
 

@@ -3,10 +3,14 @@ package membership
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/logging/logtest"
 	"github.com/sextantmq/sextant/internal/memnet"
 )
 
@@ -274,6 +278,93 @@ func TestGossipKey(t *testing.T) {
 		}
 		if n := len(n1.Members()); n != 2 {
 			t.Fatalf("n1 sees %d members, want 2", n)
+		}
+	})
+}
+
+// TestMemberChangesAreLoggedAndRemembered: a node logs each other member's
+// join, leave and failure once, at info (warn for a failure), with the
+// gossip library's own narration of them kept out of an info-level log;
+// and with a known-members file it records every other member it sees,
+// keeps those that leave or fail (they may come back), forgets those
+// removed, and a later run starts from the file.
+func TestMemberChangesAreLoggedAndRemembered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settle(t)
+		nw := memnet.New(memnet.Options{DefaultRTT: 10 * time.Millisecond})
+		defer nw.Close()
+		log, out := logtest.New(slog.LevelInfo)
+		path := filepath.Join(t.TempDir(), "members.json")
+		n1, err := startNode(t, nw, "10.0.0.1", Config{NodeID: "n1", Tags: labelsFor(1), Logger: log, KnownFile: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n2 := node(t, nw, "n2", "10.0.0.2", labelsFor(2), LAN, "10.0.0.1:7946")
+		n3 := node(t, nw, "n3", "10.0.0.3", labelsFor(3), LAN, "10.0.0.1:7946")
+		remembered := func() string {
+			ms, err := LoadKnown(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, m := range ms {
+				s = append(s, m.ID+"@"+m.Addr)
+			}
+			return strings.Join(s, " ")
+		}
+		waitFor(t, 30*time.Second, "n2 and n3 remembered", func() bool {
+			return len(n1.Members()) == 3 && remembered() == "n2@10.0.0.2:7946 n3@10.0.0.3:7946"
+		})
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n3.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = n3.Shutdown()
+		nextEvent(t, n1, 10*time.Second, func(e Event) bool { return e.Type == EventLeave && e.Member.ID == "n3" })
+		nw.Isolate("10.0.0.2")
+		nextEvent(t, n1, time.Minute, func(e Event) bool { return e.Type == EventFail && e.Member.ID == "n2" })
+		if got := remembered(); got != "n2@10.0.0.2:7946 n3@10.0.0.3:7946" {
+			t.Fatalf("after a leave and a failure: %q; both must stay", got)
+		}
+		if err := n1.RemoveFailed("n2"); err != nil {
+			t.Fatal(err)
+		}
+		nextEvent(t, n1, time.Minute, func(e Event) bool { return e.Type == EventReap && e.Member.ID == "n2" })
+		if got := remembered(); got != "n3@10.0.0.3:7946" {
+			t.Fatalf("after removing n2: %q", got)
+		}
+		_ = n2.Shutdown()
+		_ = n1.Shutdown()
+
+		logged := out.String()
+		for _, want := range []string{
+			`level=INFO msg="cluster member joined" member=n2 addr=10.0.0.2:7946`,
+			`level=INFO msg="cluster member joined" member=n3 addr=10.0.0.3:7946`,
+			`level=INFO msg="cluster member left" member=n3 addr=10.0.0.3:7946`,
+			`level=WARN msg="cluster member failed: it stopped answering gossip probes" member=n2 addr=10.0.0.2:7946`,
+			`level=INFO msg="cluster member forgotten: gone long enough, or removed by an operator" member=n2`,
+		} {
+			if n := strings.Count(logged, want); n != 1 {
+				t.Errorf("%d lines with %s; want 1", n, want)
+			}
+		}
+		for _, chatter := range []string{"EventMember", "Suspect", "Marking", "member=n1"} {
+			if strings.Contains(logged, chatter) {
+				t.Errorf("the log has %q", chatter)
+			}
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", logged)
+		}
+
+		// The next run starts from the file: an event about another member
+		// adds to it, not replaces it.
+		k := newKnown(path, "n1", slog.New(slog.DiscardHandler))
+		k.note(Event{Type: EventJoin, Member: Member{ID: "n4", Addr: "10.0.0.4:7946"}})
+		if got := remembered(); got != "n3@10.0.0.3:7946 n4@10.0.0.4:7946" {
+			t.Fatalf("the next run: %q", got)
 		}
 	})
 }

@@ -11,6 +11,17 @@ import (
 // background, so that it serves its clients meanwhile.
 func (m *Membership) Join(ctx context.Context, addrs []string) error { return m.join(ctx, addrs) }
 
+// TryJoin contacts addrs once, without retrying or logging, and returns
+// how many answered: for a node that checks now and then that gossip has
+// not formed in parts (see internal/node).
+func (m *Membership) TryJoin(addrs []string) (int, error) {
+	n, err := m.serf.Join(addrs, true)
+	if err != nil {
+		return n, fmt.Errorf("membership: join %v: %w", addrs, err)
+	}
+	return n, nil
+}
+
 // RemoveFailed marks a failed member as gone for good (an operator removed
 // it): the other members stop trying to reconnect to it, and it is
 // reaped from the list.

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 
+	"github.com/sextantmq/sextant/internal/logging"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/run"
 )
@@ -43,7 +44,7 @@ const walSegmentSize = 8 << 20
 
 // openStorage opens the log, stable store and snapshots in cfg.DataDir, or
 // in memory with cfg.InMemory.
-func openStorage(cfg Config) (logStore, raft.SnapshotStore, error) {
+func openStorage(cfg Config, rep *logging.Repeats) (logStore, raft.SnapshotStore, error) {
 	if cfg.InMemory {
 		return inmemLog{raft.NewInmemStore()}, raft.NewInmemSnapshotStore(), nil
 	}
@@ -51,11 +52,11 @@ func openStorage(cfg Config) (logStore, raft.SnapshotStore, error) {
 	if err := os.MkdirAll(walDir, 0o750); err != nil {
 		return nil, nil, fmt.Errorf("meta: data dir: %w", err)
 	}
-	log, err := wal.Open(walDir, wal.WithLogger(hclogFor(cfg.Logger, "wal")), wal.WithSegmentSize(walSegmentSize))
+	log, err := wal.Open(walDir, wal.WithLogger(logging.Hclog(cfg.Logger, "wal", rep)), wal.WithSegmentSize(walSegmentSize))
 	if err != nil {
 		return nil, nil, fmt.Errorf("meta: open log: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclogFor(cfg.Logger, "snapshots"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, logging.Hclog(cfg.Logger, "snapshots", rep))
 	if err != nil {
 		_ = log.Close()
 		return nil, nil, fmt.Errorf("meta: open snapshots: %w", err)
@@ -117,7 +118,9 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 	}()
 	closers = append(closers, cfg.Listener.Close)
 
-	log, snaps, err := openStorage(cfg)
+	// Raft's parts share one limit on repeated records (logging.Hclog).
+	rep := logging.NewRepeats(nil, 0, 0)
+	log, snaps, err := openStorage(cfg, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -128,12 +131,12 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: rpcTimeout,
-		Logger:  hclogFor(cfg.Logger, "raft-net"),
+		Logger:  logging.Hclog(cfg.Logger, "raft-net", rep),
 	})
 	closers = append(closers, trans.Close)
 
 	rc := cfg.raftConfig()
-	rc.Logger = hclogFor(cfg.Logger, "raft")
+	rc.Logger = logging.Hclog(cfg.Logger, "raft", rep)
 	if cfg.bootstraps() {
 		has, err := raft.HasExistingState(log, log, snaps)
 		if err != nil {
@@ -207,6 +210,16 @@ func (m *Meta) Wait(ctx context.Context, index uint64) error {
 func (m *Meta) Leader() (id, addr string) {
 	a, i := m.raft.LeaderWithID()
 	return string(i), string(a)
+}
+
+// LastContact returns when this node last heard from the group's leader
+// (the zero time if never since it started). On the leader it is the
+// current time: it is its own contact.
+func (m *Meta) LastContact(now time.Time) time.Time {
+	if m.IsLeader() {
+		return now
+	}
+	return m.raft.LastContact()
 }
 
 // IsLeader reports whether this node currently leads the group.

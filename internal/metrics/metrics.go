@@ -4,6 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
 // Drop reasons, the values of the reason label of sextant_messages_dropped_total.
@@ -26,6 +28,28 @@ const (
 	LimitPublishBytes  = "publish_bytes"      // a client paused or disconnected for publishing too many bytes
 	LimitAuthFailDelay = "auth_fail_delay"    // a refusal held back after failed authentication
 )
+
+// Limits are the values of the limit label of sextant_limits_hit_total.
+var Limits = []string{LimitConnsPerIP, LimitConnectRate, LimitPublishRate, LimitPublishBytes, LimitAuthFailDelay}
+
+// DeniedActions are the values of the action label of
+// sextant_access_denied_total.
+var DeniedActions = []string{"publish", "subscribe", "receive", "will"}
+
+// RefusalReasons are the reason codes a node refuses a CONNECT with (the
+// reason label of sextant_connections_refused_total is the code's name).
+var RefusalReasons = []packet.ReasonCode{
+	packet.UnspecifiedError, packet.ClientIdentifierNotValid, packet.BadUserNameOrPassword, packet.NotAuthorized,
+	packet.ServerUnavailable, packet.ServerBusy, packet.BadAuthenticationMethod, packet.TopicNameInvalid,
+	packet.PayloadFormatInvalid, packet.ConnectionRateExceeded,
+}
+
+// ProtocolErrorReasons are the reason codes a node closes a connection with
+// for bad input (the reason label of sextant_protocol_errors_total).
+var ProtocolErrorReasons = []packet.ReasonCode{
+	packet.MalformedPacket, packet.ProtocolError, packet.UnsupportedProtocolVersion, packet.PacketTooLarge,
+	packet.TopicNameInvalid, packet.TopicAliasInvalid, packet.ReceiveMaximumExceeded, packet.PayloadFormatInvalid,
+}
 
 // Node is the metric set of one node: its MQTT broker, sessions and store
 // (the cluster layer and peer links register their own in Registry).
@@ -88,7 +112,7 @@ func NewNode() *Node {
 		LimitsHit:          f.counterVec("sextant_limits_hit_total", "Times an abuse limit refused, paused or disconnected a client, by limit.", "limit"),
 		AccessDenied:       f.counterVec("sextant_access_denied_total", "Operations refused by access control, by action.", "action"),
 		StoreCommitSeconds: f.histogram("sextant_store_commit_seconds", "Store transaction write time.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
-		StoreSyncSeconds:   f.histogram("sextant_store_sync_seconds", "Store fsync time.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
+		StoreSyncSeconds:   f.histogram("sextant_store_sync_seconds", "Time of each point at which the store's writes became durable: with fsync=always each commit (bbolt writes and fdatasyncs twice inside it), with batch and never each explicit fsync.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
 		StoreBatchOps:      f.histogram("sextant_store_batch_ops", "Operations per store transaction (group commit size).", prometheus.ExponentialBuckets(1, 2, 14)),
 	}
 	in := f.counterVec("sextant_messages_received_total", "PUBLISH messages received from clients, by QoS.", "qos")
@@ -96,6 +120,20 @@ func NewNode() *Node {
 	for q, l := range []string{"0", "1", "2"} {
 		m.MessagesIn[q] = in.WithLabelValues(l)
 		m.MessagesOut[q] = out.WithLabelValues(l)
+	}
+	// The series operators alert on exist from the start at zero, so that
+	// a rate or an alert has a baseline before the first event.
+	for _, c := range RefusalReasons {
+		m.ConnectionsRefused.WithLabelValues(c.String())
+	}
+	for _, c := range ProtocolErrorReasons {
+		m.ProtocolErrors.WithLabelValues(c.String())
+	}
+	for _, l := range Limits {
+		m.LimitsHit.WithLabelValues(l)
+	}
+	for _, a := range DeniedActions {
+		m.AccessDenied.WithLabelValues(a)
 	}
 	m.Dropped = map[string]prometheus.Counter{}
 	for _, r := range []string{DropQueueFull, DropExpired, DropTooLarge, DropSessionQuota, DropSlowConsumer, DropNotAuthorized, DropNoSubscribers, DropMovedAway} {

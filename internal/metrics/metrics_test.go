@@ -36,3 +36,39 @@ sextant_messages_dropped_total{reason="too_large"} 0
 		t.Fatal(err)
 	}
 }
+
+// TestAlertedCountersStartAtZero: the counters docs/security.md tells
+// operators to watch exist before they first fire, at zero, with every
+// label value the node uses.
+func TestAlertedCountersStartAtZero(t *testing.T) {
+	m := NewNode()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]float64{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			if got[f.GetName()] == nil {
+				got[f.GetName()] = map[string]float64{}
+			}
+			for _, l := range s.GetLabel() {
+				got[f.GetName()][l.GetValue()] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string][]string{
+		"sextant_connections_refused_total": {"not authorized (0x87)", "bad user name or password (0x86)", "connection rate exceeded (0x9F)", "server busy (0x89)"},
+		"sextant_protocol_errors_total":     {"malformed packet (0x81)", "protocol error (0x82)", "packet too large (0x95)"},
+		"sextant_limits_hit_total":          Limits,
+		"sextant_access_denied_total":       {"publish", "subscribe", "receive", "will"},
+	}
+	for name, labels := range want {
+		for _, l := range labels {
+			v, ok := got[name][l]
+			if !ok || v != 0 {
+				t.Errorf("%s{%q}: present %v, value %v; want present at 0 (have %v)", name, l, ok, v, got[name])
+			}
+		}
+	}
+}

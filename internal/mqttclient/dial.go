@@ -3,6 +3,7 @@ package mqttclient
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,8 +11,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // Endpoint is a broker address: a transport and where to reach it.
@@ -137,5 +141,25 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqttclient: cannot reach %s: %w", e, err)
 	}
-	return Connect(ctx, conn, opts)
+	c, err := Connect(ctx, conn, opts)
+	var refused *ReasonError
+	if err != nil && e.Scheme == "mqtt" && !errors.As(err, &refused) && speaksHTTP(ctx, e.Host) {
+		return nil, fmt.Errorf("%w: %s answers HTTP: is it an admin API or web port? MQTT listens on the node's mqtt-addr "+
+			"(port 1883 by default); for MQTT over WebSocket give a ws:// URL (%w)", ErrNotMQTT, e.Host, err)
+	}
+	return c, err
+}
+
+// ErrNotMQTT: what answered at the address speaks another protocol.
+var ErrNotMQTT = errors.New("mqttclient: not an MQTT server")
+
+// probeTimeout bounds the HTTP probe after a failed handshake.
+const probeTimeout = 2 * time.Second
+
+// speaksHTTP reports whether an HTTP server answers at hostport: after a
+// failed MQTT handshake, it tells a user who gave an HTTP port why (an HTTP
+// server waits for a request line and never answers a CONNECT).
+func speaksHTTP(ctx context.Context, hostport string) bool {
+	head, err := netx.Probe(context.WithoutCancel(ctx), hostport, probeTimeout, []byte("HEAD / HTTP/1.0\r\n\r\n"), 5)
+	return err == nil && string(head) == "HTTP/"
 }

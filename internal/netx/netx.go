@@ -3,6 +3,7 @@ package netx
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -31,6 +32,28 @@ func (Host) Dial(ctx context.Context, addr string) (net.Conn, error) { return Di
 func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// Probe asks what answers at addr: it dials, writes hello and returns up
+// to n bytes of the answer, all within timeout (and ctx's cancellation).
+// Commands use it after a failed exchange to say what they found there.
+func Probe(ctx context.Context, addr string, timeout time.Duration, hello []byte, n int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := DialTCP(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write(hello); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n)
+	got, err := io.ReadAtLeast(conn, buf, n)
+	return buf[:got], err
 }
 
 // Backoff bounds of Accept's retry after a failed Accept.

@@ -3,6 +3,7 @@ package netx
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -86,4 +87,30 @@ func TestAcceptStopsOnCloseAndContext(t *testing.T) {
 			t.Fatal("Accept returned before its context ended")
 		}
 	})
+}
+
+func TestProbeReadsTheAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			c.Write(append([]byte("re:"), buf...))
+		}
+	}()
+	got, err := Probe(context.Background(), ln.Addr().String(), 5*time.Second, []byte("hello"), 5)
+	if err != nil || string(got) != "re:he" {
+		t.Fatalf("Probe: %q %v; want the first five bytes of the answer", got, err)
+	}
+	if _, err := Probe(context.Background(), "127.0.0.1:1", time.Second, nil, 1); err == nil {
+		t.Fatal("a probe of a closed port succeeded")
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/brokertest"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
 // TestClientRTTFromTCPInfo checks that the node measures a connected
@@ -70,4 +71,46 @@ func clientList(t *testing.T, n *brokertest.Node) []adminapi.ClientInfo {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+func adminDo(t *testing.T, n *brokertest.Node, method, path string) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), method, "http://"+n.Addr("admin")+path, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestKickAndDiscardSession: an operator's disconnect reaches an MQTT 5
+// client as DISCONNECT 0x98 and leaves its persistent session for its
+// return; discarding the session ends it, offline or not.
+func TestKickAndDiscardSession(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	cp := login(packet.V5, "kicked", "", "")
+	cp.CleanStart = false
+	cp.Props.SetSessionExpiry(3600)
+	r := connectOK(t, n.Raw(packet.V5), cp)
+	r.Subscribe(1, sub("k/#", 1))
+	if code := adminDo(t, n, "DELETE", "/v1/clients/kicked"); code != 200 {
+		t.Fatalf("kick: HTTP %d", code)
+	}
+	r.ExpectDisconnect(packet.AdministrativeAction)
+	n.WaitSessions(0, 1)
+	var d adminapi.ClientDetail
+	if err := getJSON("http://"+n.Addr("admin")+"/v1/clients/kicked", &d); err != nil || d.Online || len(d.Subscriptions) != 1 {
+		t.Fatalf("after the kick: %+v %v", d, err)
+	}
+	if code := adminDo(t, n, "DELETE", "/v1/sessions/kicked"); code != 200 {
+		t.Fatalf("discard: HTTP %d", code)
+	}
+	n.WaitSessions(0, 0)
+	if code := adminDo(t, n, "GET", "/v1/clients/kicked"); code != 404 {
+		t.Fatalf("the discarded session still answers: HTTP %d", code)
+	}
+	if code := adminDo(t, n, "DELETE", "/v1/sessions/kicked"); code != 404 {
+		t.Fatalf("discarding it again: HTTP %d", code)
+	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -106,6 +107,24 @@ func (n *Node) Policies() adminapi.PolicySet {
 		rules = []fsm.Rule{}
 	}
 	return adminapi.PolicySet{Version: p.Version, Rules: rules}
+}
+
+// WaitPolicies implements adminapi.ClusterView: it waits for each change
+// applied to the local copy until the policies reach version.
+func (n *Node) WaitPolicies(ctx context.Context, version uint64) error {
+	if n.cluster == nil || n.cluster.meta == nil {
+		return fmt.Errorf("node: no metadata group yet: %w", context.DeadlineExceeded)
+	}
+	m := n.cluster.meta
+	for {
+		st := m.State()
+		if st.Policies().Version >= version {
+			return nil
+		}
+		if err := m.Wait(ctx, st.Applied()+1); err != nil {
+			return err
+		}
+	}
 }
 
 // PutPolicies implements adminapi.ClusterView: validate, then replace the rules

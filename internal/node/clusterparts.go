@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,12 +132,22 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 
+	// A node that remembers other members from an earlier run rejoins
+	// them in the background, whatever its flags; a new node joins through
+	// its join list before it serves.
+	knownPath := n.knownPath()
+	remembered := n.remembered(cp, knownPath)
+	join := cfg.Join
+	if len(remembered) > 0 {
+		join = nil
+	}
+	n.peering.expected = len(cfg.Join) > 0 || len(remembered) > 0
 	tr, err := membership.NewTransport(pc, gossipLn, n.dialProto(protoGossip), n.log.With("subsystem", "gossip"))
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	cp.membership, err = membership.Start(ctx, membership.Config{
-		NodeID: cfg.NodeID, Transport: tr, Join: cfg.Join, Profile: profile, SecretKey: gossipKey,
+		NodeID: cfg.NodeID, Transport: tr, Join: join, Profile: profile, SecretKey: gossipKey, KnownFile: knownPath,
 		Tags: membership.Labels{
 			Site: cfg.Site, Zone: cfg.Zone, Tier: cfg.Tier,
 			MQTTAddr: self.MQTTAddr, AdminAddr: self.AdminAddr, PeerAddr: cfg.ClusterAddr,
@@ -145,6 +156,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if len(join) > 0 {
+		n.peering.joined.Store(true) // Start returned once one answered
 	}
 	seed := n.opts.Seed
 	if seed == 0 {
@@ -168,7 +182,11 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	n.broker.SetRemote(cp.layer.Remote())
 	cp.layer.Start()
-	n.rejoinGossip(cp)
+	joinVia := without(union(slices.Clone(cfg.Join), remembered), cfg.ClusterAddr)
+	if len(remembered) > 0 {
+		n.rejoinGossip(cp, joinVia)
+	}
+	n.healGossip(cp, remembered)
 
 	if len(cfg.Join) > 0 {
 		// Joining the metadata group needs its leader; do it in the
@@ -176,7 +194,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		n.group.Go(func(ctx context.Context) {
 			jctx, cancel := context.WithTimeout(ctx, metaJoinTimeout)
 			defer cancel()
-			if err := cp.meta.Join(jctx, cfg.Join); err != nil {
+			if err := cp.meta.Join(jctx, joinVia); err != nil {
 				if !errors.Is(err, meta.ErrClosed) && ctx.Err() == nil {
 					n.log.Error("joining the metadata group failed", "err", err)
 				}

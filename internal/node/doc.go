@@ -7,8 +7,11 @@
 // in-process test clusters), starts them, and shuts them down in order. It
 // also drains a node before a restart or removal (drain.go: clients sent to
 // other nodes with their sessions, metadata leadership handed over),
-// removes dead nodes from the cluster, and rejoins gossip after a restart
-// without a join list (rejoin.go).
+// removes dead nodes from the cluster, rejoins the members it remembers
+// after a restart whatever its join list, and answers not ready while it
+// is cut off from the rest of the cluster (rejoin.go). inspect.go answers
+// the admin API's listings of sessions, subscriptions, retained messages
+// and topics.
 //
 // Lifecycle: a Node has a root context and one run.Group for its own
 // goroutines (the admin server, the metadata join and the registration in

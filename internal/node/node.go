@@ -91,6 +91,7 @@ type Node struct {
 	store    *store.Store // nil when Ephemeral
 	broker   *broker.Broker
 	cluster  *clusterParts
+	peering  peering // rejoin.go
 	security *security
 	reloadMu sync.Mutex // one Reload at a time
 	drain    drainState // drain.go
@@ -149,7 +150,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 		n.store, err = store.Open(filepath.Join(cfg.DataDir, "sextant.db"), store.Options{
-			Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{n.metrics}, Clock: n.clock,
+			Fsync: mode, SyncInterval: cfg.FsyncInterval, Observer: storeObserver{m: n.metrics, always: mode == store.FsyncAlways}, Clock: n.clock,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
@@ -162,9 +163,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		SysInterval:    cfg.SysInterval,
 		Version:        opts.Version,
 	}
-	if sec.auth != nil {
-		bcfg.Auth = sessionAuth{sec.auth}
-	}
+	bcfg.Auth = newSessionAuth(sec.auth, cfg, n.clock, n.log)
 	n.broker, err = broker.New(bcfg, st, n.clock, n.log, n.metrics)
 	if err != nil {
 		if n.store != nil {
@@ -205,13 +204,23 @@ func LimitsFrom(cfg config.Config) session.Limits {
 	}
 }
 
-type storeObserver struct{ m *metrics.Node }
+// storeObserver records the store's timings. sextant_store_sync_seconds
+// counts the points at which data became durable: with fsync=always bbolt
+// syncs inside each commit (its write time includes both fdatasyncs), so
+// each commit is one; with batch and never, the store's explicit syncs.
+type storeObserver struct {
+	m      *metrics.Node
+	always bool
+}
 
 var _ store.Observer = storeObserver{}
 
 func (o storeObserver) ObserveCommit(ci store.CommitInfo) {
 	o.m.StoreBatchOps.Observe(float64(ci.Ops))
 	o.m.StoreCommitSeconds.Observe((ci.Apply + ci.Write).Seconds())
+	if o.always {
+		o.m.StoreSyncSeconds.Observe(ci.Write.Seconds())
+	}
 }
 
 func (o storeObserver) ObserveSync(d time.Duration) { o.m.StoreSyncSeconds.Observe(d.Seconds()) }
@@ -259,7 +268,8 @@ func (n *Node) Start() error {
 		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n)
+		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n).
+			WithInspector(inspector{n}).WithKick(inspector{n})
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: adminReadHeaderTimeout, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
@@ -348,17 +358,24 @@ func (n *Node) Status() adminapi.Status {
 	}
 }
 
-// Ready implements adminapi.Node.
+// Ready implements adminapi.Node: the node serves clients, is not
+// draining, and, in a cluster, is not cut off from the other nodes
+// (clusterReady).
 func (n *Node) Ready() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	switch {
 	case n.mu.shutdown:
+		n.mu.Unlock()
 		return errors.New("shutting down")
 	case !n.mu.ready:
+		n.mu.Unlock()
 		return errors.New("starting")
 	}
-	return n.drain.readyErr()
+	n.mu.Unlock()
+	if err := n.drain.readyErr(); err != nil {
+		return err
+	}
+	return n.clusterReady()
 }
 
 // Shutdown stops the node gracefully: stop accepting, tell the cluster the

@@ -28,6 +28,9 @@ func (n *Node) registerOpsMetrics() {
 		}
 		return 0
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sextant_node_ready", Help: "1 while /readyz answers ready: serving, not draining, and not cut off from the other nodes of its cluster.",
+	}, func() float64 { return b2f(n.Ready() == nil) }))
 	cp := n.cluster
 	if cp == nil || cp.meta == nil {
 		return
@@ -38,6 +41,16 @@ func (n *Node) registerOpsMetrics() {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sextant_meta_leader_known", Help: "1 when this node knows a leader of the metadata group (0 for long: the group lost its quorum, or this node is cut off).",
 	}, func() float64 { id, _ := cp.meta.Leader(); return b2f(id != "") }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sextant_meta_last_contact_seconds", Help: "Seconds since this node last heard from the metadata group's leader (0 on the leader; -1 if never since it started).",
+	}, func() float64 {
+		now := n.clock.Now()
+		last := cp.meta.LastContact(now)
+		if last.IsZero() {
+			return -1
+		}
+		return now.Sub(last).Seconds()
+	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sextant_meta_applied_index", Help: "Last metadata log index applied to this node's copy (it should follow the leader's).",
 	}, func() float64 { return float64(cp.meta.State().Applied()) }))

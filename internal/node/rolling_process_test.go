@@ -60,6 +60,55 @@ func (p *serveProc) exited(within time.Duration) {
 	}
 }
 
+// processIPs are the loopback addresses the process tests' nodes run on.
+var processIPs = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+
+// startThreeProcs starts three `sextant serve` processes, n1 to n3 on
+// processIPs with the same ports and extra flags: n1 bootstraps the
+// cluster, n2 and n3 join through the addresses join(i) gives. When the
+// test ends they are let go (if a test stopped them) and killed, and their
+// logs printed if it failed.
+func startThreeProcs(t *testing.T, bin, mqttPort, clusterPort, adminPort string, extra []string, join func(i int) []string) []*serveProc {
+	t.Helper()
+	procs := threeProcs(t, bin, mqttPort, clusterPort, adminPort, extra, join)
+	for _, p := range procs {
+		p.start()
+	}
+	return procs
+}
+
+// threeProcs is startThreeProcs without the start: the test starts them
+// in the order it needs.
+func threeProcs(t *testing.T, bin, mqttPort, clusterPort, adminPort string, extra []string, join func(i int) []string) []*serveProc {
+	t.Helper()
+	data := t.TempDir()
+	var procs []*serveProc
+	for i, ip := range processIPs {
+		id := fmt.Sprintf("n%d", i+1)
+		args := append([]string{"--node-id", id, "--data-dir", filepath.Join(data, id), "--cluster-addr", ip + ":" + clusterPort,
+			"--mqtt-addr", ip + ":" + mqttPort, "--ws-addr", "", "--admin-addr", ip + ":" + adminPort, "--log-format", "text"}, extra...)
+		if i > 0 {
+			args = append(args, "--join", strings.Join(join(i), ","))
+		}
+		procs = append(procs, &serveProc{t: t, bin: bin, id: id, ip: ip, args: args, log: filepath.Join(data, id+".log")})
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if p.cmd != nil && p.cmd.Process != nil && p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			}
+			p.kill()
+		}
+		if t.Failed() {
+			for _, p := range procs {
+				b, _ := os.ReadFile(p.log)
+				t.Logf("%s log:\n%s", p.id, b)
+			}
+		}
+	})
+	return procs
+}
+
 func (p *serveProc) kill() {
 	if p.cmd != nil && p.cmd.ProcessState == nil {
 		_ = p.cmd.Process.Kill()
@@ -80,36 +129,13 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 		t.Skip("restarts three sextant processes under load")
 	}
 	bin := brokertest.BuildSextant(t)
-	data := t.TempDir()
 	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
-	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
-	var procs []*serveProc
-	for i, ip := range ips {
-		id := fmt.Sprintf("n%d", i+1)
-		args := []string{"--node-id", id, "--data-dir", filepath.Join(data, id), "--cluster-addr", ip + ":" + clusterPort,
-			"--mqtt-addr", ip + ":" + mqttPort, "--ws-addr", "", "--admin-addr", ip + ":" + adminPort,
-			"--fsync", "never", "--drain-timeout", "20s", "--shutdown-timeout", "40s", "--log-format", "text"}
-		if i > 0 {
-			// The first node bootstraps the cluster; the others join
-			// through any node (on a restart, n1 finds the others from
-			// its metadata).
-			args = append(args, "--join", strings.Join([]string{ips[0] + ":" + clusterPort, ips[3-i] + ":" + clusterPort}, ","))
-		}
-		p := &serveProc{t: t, bin: bin, id: id, ip: ip, args: args, log: filepath.Join(data, id+".log")}
-		procs = append(procs, p)
-		p.start()
-	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.kill()
-		}
-		if t.Failed() {
-			for _, p := range procs {
-				b, _ := os.ReadFile(p.log)
-				t.Logf("%s log:\n%s", p.id, b)
-			}
-		}
-	})
+	ips := processIPs
+	// The first node bootstraps the cluster; the others join through any
+	// node (on a restart, a node finds the others it remembers).
+	procs := startThreeProcs(t, bin, mqttPort, clusterPort, adminPort,
+		[]string{"--fsync", "never", "--drain-timeout", "20s", "--shutdown-timeout", "40s"},
+		func(i int) []string { return []string{ips[0] + ":" + clusterPort, ips[3-i] + ":" + clusterPort} })
 	admin := func(ip string) string { return "http://" + ip + ":" + adminPort }
 	converged := func(what string) {
 		t.Helper()

@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sextantmq/sextant/internal/auth"
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/listener"
+	"github.com/sextantmq/sextant/internal/logging"
 	"github.com/sextantmq/sextant/internal/metrics"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/session"
+	"github.com/sextantmq/sextant/internal/topic"
 )
 
 // security is the node's TLS certificates, authenticator, per-address
@@ -148,33 +153,104 @@ func (s *security) reload() error {
 	return errors.Join(errs...)
 }
 
-// sessionAuth adapts the authenticator to the session's interface.
-type sessionAuth struct{ a *auth.Authenticator }
+// Failed logins are logged at most loginLogBurst times a minute; the next
+// line after a quiet minute says how many were left out.
+const loginLogBurst = 10
+
+// sessionAuth is the node's session.Authenticator: the authenticator's
+// decision (a nil one lets every client in, anonymous), the ACL's rights,
+// and without an ACL the $SYS/ access sys-access gives. Failed logins are
+// logged, rate-limited.
+type sessionAuth struct {
+	a        *auth.Authenticator // nil: every client anonymous, no ACL
+	sys      string              // sys-access: loopback, all or none
+	log      *slog.Logger
+	failures *logging.Repeats
+}
 
 var _ session.Authenticator = sessionAuth{}
 
+func newSessionAuth(a *auth.Authenticator, cfg config.Config, clk clock.Clock, log *slog.Logger) sessionAuth {
+	return sessionAuth{a: a, sys: cfg.SysAccess, log: log, failures: logging.NewRepeats(clk, time.Minute, loginLogBurst)}
+}
+
 func (sa sessionAuth) Authenticate(cr *session.Credentials) (session.Identity, packet.ReasonCode, string) {
+	if sa.a == nil {
+		return session.Identity{Rights: sa.withoutACL(cr.Remote)}, packet.Success, ""
+	}
 	id, err := sa.a.Authenticate(auth.Credentials{
 		ClientID: cr.ClientID, Username: cr.Username, HasUsername: cr.HasUsername,
 		Password: cr.Password, HasPassword: cr.HasPassword, Cert: cr.Cert,
 	})
-	switch {
-	case errors.Is(err, auth.ErrNotAuthorized):
-		return session.Identity{}, packet.NotAuthorized, "not authorized"
-	case err != nil:
-		return session.Identity{}, packet.BadUserNameOrPassword, "bad user name or password"
+	if err != nil {
+		code, reason := packet.BadUserNameOrPassword, "bad user name or password"
+		if errors.Is(err, auth.ErrNotAuthorized) {
+			code, reason = packet.NotAuthorized, "not authorized"
+		}
+		sa.logFailure(cr, code, err)
+		return session.Identity{}, code, reason
 	}
-	return session.Identity{User: id.User, Rights: rights(sa.a.Grant(id, cr.ClientID))}, packet.Success, ""
+	if g := sa.a.Grant(id, cr.ClientID); g != nil {
+		return session.Identity{User: id.User, Rights: g}, packet.Success, ""
+	}
+	return session.Identity{User: id.User, Rights: sa.withoutACL(cr.Remote)}, packet.Success, ""
+}
+
+func (sa sessionAuth) logFailure(cr *session.Credentials, code packet.ReasonCode, err error) {
+	ok, suppressed := sa.failures.Allow("login")
+	if !ok {
+		return
+	}
+	remote := ""
+	if cr.Remote != nil {
+		remote = cr.Remote.String()
+	}
+	args := []any{"client", cr.ClientID, "user", cr.Username, "remote", remote, "code", code.String(), "err", err}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	sa.log.Warn("client failed to log in", args...)
 }
 
 func (sa sessionAuth) Unidentified(clientID string) session.Authorizer {
-	return rights(sa.a.Grant(auth.Identity{Method: auth.MethodAnonymous}, clientID))
-}
-
-// rights avoids a non-nil interface holding a nil *Grant.
-func rights(g *auth.Grant) session.Authorizer {
-	if g == nil {
+	if sa.a == nil {
 		return nil
 	}
-	return g
+	if g := sa.a.Grant(auth.Identity{Method: auth.MethodAnonymous}, clientID); g != nil {
+		return g
+	}
+	return nil
 }
+
+// withoutACL returns the rights of a client when no ACL is configured:
+// everything but $SYS/ (nil), or everything with $SYS/ readable where
+// sys-access allows it.
+func (sa sessionAuth) withoutACL(remote net.Addr) session.Authorizer {
+	switch {
+	case sa.sys == "all", sa.sys == "loopback" && remote != nil && isLoopback(remote):
+		return sysReader{}
+	}
+	return nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// sysReader is a client's rights without an ACL where $SYS/ is readable:
+// it may subscribe to any filter, $SYS/ ones included, and receive what
+// they match; it may publish to any topic but $SYS/ ones, which only the
+// node writes.
+type sysReader struct{}
+
+var _ session.Authorizer = sysReader{}
+
+func (sysReader) CanPublish(name string) bool { return !topic.IsSys(name) }
+
+func (sysReader) CanSubscribe(filter string) bool {
+	_, inner, _, err := topic.ParseShared(filter)
+	return err == nil && inner != ""
+}
+
+func (sysReader) CanReceive(string) bool { return true }

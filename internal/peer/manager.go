@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/run"
@@ -43,7 +41,6 @@ type Manager struct {
 	clock       clock.Clock
 	log         *slog.Logger
 	metrics     *metrics
-	noLink      prometheus.Counter
 	interest    *interest
 	incarnation uint64
 	group       *run.Group    // accept loop, handshakes, request handlers; its context ends at Close
@@ -95,7 +92,6 @@ func New(cfg Config) (*Manager, error) {
 		incarnation: uint64(cfg.Clock.Now().UnixNano()),
 		origins:     newOrigins(),
 	}
-	m.noLink = m.metrics.dropped.WithLabelValues("", DropNoLink)
 	m.requests = make(chan struct{}, m.opts.MaxRequests)
 	m.handshakes = make(chan struct{}, maxHandshakes)
 	m.group = run.NewGroup(context.Background())
@@ -196,7 +192,7 @@ func (m *Manager) Publish(id string, p *Publish) {
 		l.Publish(p)
 		return
 	}
-	m.noLink.Inc()
+	m.metrics.dropped.WithLabelValues(id, DropNoLink).Inc()
 }
 
 // AddInterest adds n local subscriptions to filter (as subscribed,

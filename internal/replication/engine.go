@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/logging"
 	"github.com/sextantmq/sextant/internal/netx"
 )
 
@@ -30,6 +31,9 @@ type Engine struct {
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
 	sem     chan struct{} // handshakes in progress
+	// repeats limits repeated Raft records across all groups: a dead peer
+	// that every group heartbeats costs one line, not one per group.
+	repeats *logging.Repeats
 
 	wg sync.WaitGroup // the accept loop, connection handlers, failure handlers
 
@@ -62,7 +66,7 @@ func New(cfg Config) (*Engine, error) {
 		_ = cfg.Listener.Close()
 		return nil, fmt.Errorf("replication: data dir: %w", err)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, maxHandshakes)}
+	e := &Engine{cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, maxHandshakes), repeats: logging.NewRepeats(nil, 0, 0)}
 	e.mu.groups = map[GroupID]member{}
 	e.metrics = newMetrics(cfg.Registerer, newRoleCollector(e.roles))
 	e.ctx, e.cancel = context.WithCancel(context.Background())

@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+
+	"github.com/sextantmq/sextant/internal/logging"
 )
 
 // Group is this node's replica of a replicated group: a Raft instance with
@@ -95,13 +97,13 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 	if err := os.MkdirAll(walDir, 0o750); err != nil {
 		return nil, fmt.Errorf("replication: group %s: %w", id, err)
 	}
-	w, err := wal.Open(walDir, wal.WithLogger(hclogFor(log, "wal")), wal.WithSegmentSize(cfg.SegmentBytes),
+	w, err := wal.Open(walDir, wal.WithLogger(logging.Hclog(log, "wal", e.repeats)), wal.WithSegmentSize(cfg.SegmentBytes),
 		wal.WithMetricsCollector(walCollector{e.metrics}))
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: open log: %w", id, err)
 	}
 	closers = append(closers, w.Close)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogFor(log, "snapshots"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logging.Hclog(log, "snapshots", e.repeats))
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: open snapshots: %w", id, err)
 	}
@@ -115,7 +117,7 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		Stream:  ly,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  hclogFor(log, "raft-net"),
+		Logger:  logging.Hclog(log, "raft-net", e.repeats),
 	})
 	closers = append(closers, trans.Close)
 
@@ -129,7 +131,7 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		stopObs:  make(chan struct{}),
 	}
 	g.machine = newMachine(fsm, e.metrics, g.onFail)
-	rc := raftConfig(cfg, hclogFor(log, "raft"))
+	rc := raftConfig(cfg, logging.Hclog(log, "raft", e.repeats))
 	rc.NoSnapshotRestoreOnStart = !restore
 	// The leader reads back what it just appended to send it to the
 	// followers; the cache answers those reads without a system call each.

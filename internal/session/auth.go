@@ -51,6 +51,11 @@ type Authorizer interface {
 	CanReceive(topic string) bool    // a message about to be delivered
 }
 
+// SysRefusal is the reason string of a SUBACK that refuses a $SYS/
+// filter: how to open $SYS/ to the client.
+const SysRefusal = "$SYS/ is not readable by this client: without an acl-file the node's sys-access setting decides " +
+	"(loopback: clients on the node's host; all: every client); with one, a rule must allow subscribe on $SYS/#"
+
 // Actions counted in sextant_access_denied_total.
 const (
 	deniedPublish   = "publish"

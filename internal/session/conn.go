@@ -87,10 +87,26 @@ type Conn struct {
 	// publishWill says, once the reader stops, whether the will goes out
 	// (anything but a normal DISCONNECT). Reader-owned.
 	publishWill bool
+	// endReason is why the connection ends, the first reason noted
+	// winning (see EndReason).
+	endReason atomic.Pointer[string]
 }
 
-// RTT is the client's round-trip time: the kernel's estimate for TCP
-// connections, else the smoothed PUBLISH->PUBACK time (which includes the
+// noteEnd records why the connection ends, unless a reason was noted
+// already (the server's DISCONNECT comes before the socket error it causes).
+func (c *Conn) noteEnd(reason string) { c.endReason.CompareAndSwap(nil, &reason) }
+
+// EndReason says why the connection ended or is ending ("" while it is
+// up), for the broker's disconnect log.
+func (c *Conn) EndReason() string {
+	if p := c.endReason.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// RTT is the client's round-trip time: the kernel's (its minimum, see
+// tcpinfo.RTT) for TCP connections, else the smoothed PUBLISH->PUBACK time (which includes the
 // client's processing). source is "tcp_info", "puback" or "" when unknown.
 func (c *Conn) RTT() (rtt time.Duration, source string) {
 	if d, ok := tcpinfo.RTT(c.nc); ok {
@@ -214,6 +230,7 @@ func (c *Conn) exit() {
 	if r := recover(); r != nil {
 		c.env.Metrics.Panics.Inc()
 		c.logger().Error("panic in connection handler", "panic", r, "stack", string(debug.Stack()))
+		c.noteEnd("panic in the connection handler")
 		c.publishWill = true
 	}
 	c.flushSafely() // connections the batch took on must not wait for a reader that is gone
@@ -282,6 +299,9 @@ func (c *Conn) Version() packet.Version { return c.version }
 
 // RemoteAddr is the client's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// User is the user name the client authenticated as ("" when anonymous).
+func (c *Conn) User() string { return c.id.User }
 
 // connect reads CONNECT and handles it; on failure it closes the
 // connection and reports false.

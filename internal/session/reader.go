@@ -94,17 +94,20 @@ func (c *Conn) readFailed(err error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		c.noteEnd("the connection was closed without DISCONNECT")
 	case errors.As(err, &ne) && ne.Timeout():
 		if c.isClosing() {
 			return
 		}
 		c.logger().Debug("keep alive expired")
+		c.noteEnd("keep alive timeout")
 		c.sendFinal(packet.KeepAliveTimeout, "keep alive timeout")
 	default:
 		if c.isClosing() {
 			return
 		}
 		c.countProtocolError(err)
+		c.noteEnd("bad input: " + err.Error())
 		c.sendFinal(packet.CodeOf(err), err.Error())
 	}
 }
@@ -122,6 +125,7 @@ func (c *Conn) closeWithError(err error) {
 		c.env.Metrics.ProtocolErrors.WithLabelValues(code.String()).Inc()
 		c.logger().Debug("closing connection on protocol violation", "code", code, "reason", reason)
 	}
+	c.noteEnd(reason + " (" + code.String() + ")")
 	c.sendFinal(code, reason)
 }
 
@@ -160,6 +164,7 @@ func (c *Conn) waitFlushed() {
 }
 
 func (c *Conn) setFinalLocked(code packet.ReasonCode, reason string) {
+	c.noteEnd(reason + " (" + code.String() + ")")
 	c.w.closing = true
 	c.wakeReaderLocked()
 	c.w.flushed = make(chan struct{})
@@ -597,6 +602,7 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 		id = p.Props.SubscriptionIDs[0]
 	}
 	have := c.s.SubscriptionCount()
+	sysRefused := false
 	limits := topic.Limits{MaxLength: lim.MaxTopicLength, MaxLevels: lim.MaxTopicLevels}
 	from, ferr := fromProperty(p.Props.User)
 	for i, sub := range p.Subs {
@@ -619,6 +625,7 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 		if !maySubscribe(c.id.Rights, sub.Filter) {
 			c.env.Metrics.AccessDenied.WithLabelValues(deniedSubscribe).Inc()
 			codes[i] = packet.NotAuthorized // 3.1.1: 0x80
+			sysRefused = sysRefused || topic.IsSys(sub.Filter)
 			continue
 		}
 		if lim.MaxSubscriptions > 0 && have+len(reqs) >= lim.MaxSubscriptions {
@@ -634,8 +641,11 @@ func (c *Conn) onSubscribe(p *packet.Subscribe) error {
 		idx = append(idx, i)
 	}
 	ack := &packet.Suback{PacketID: p.PacketID, Codes: codes}
-	if ferr != nil && c.version == packet.V5 {
+	switch {
+	case ferr != nil && c.version == packet.V5:
 		ack.Props.SetReasonString(ferr.Error())
+	case sysRefused && c.version == packet.V5 && c.problemInfo:
+		ack.Props.SetReasonString(SysRefusal)
 	}
 	if len(reqs) == 0 {
 		c.respond(ack, false)
@@ -693,5 +703,10 @@ func (c *Conn) onDisconnect(p *packet.Disconnect) (publishWill bool, err error) 
 	c.s.mu.Lock()
 	c.w.closing = true
 	c.s.mu.Unlock()
+	if p.ReasonCode == packet.NormalDisconnection {
+		c.noteEnd("the client disconnected")
+	} else {
+		c.noteEnd("the client disconnected: " + p.ReasonCode.String())
+	}
 	return p.ReasonCode == packet.DisconnectWithWill, nil
 }

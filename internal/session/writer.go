@@ -408,6 +408,7 @@ func (c *Conn) write(b []byte, packets int) bool {
 	c.env.Metrics.PacketsOut.Add(float64(packets))
 	if err != nil {
 		c.logger().Debug("write failed", "err", err)
+		c.noteEnd("write failed: " + err.Error())
 		return false
 	}
 	return true

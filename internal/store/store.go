@@ -29,6 +29,9 @@ var (
 	ErrFailed = errors.New("store: write failed")
 	// ErrOptions: Options are invalid.
 	ErrOptions = errors.New("store: invalid options")
+	// ErrLocked: another process holds the file (Open waited
+	// Options.LockTimeout for it).
+	ErrLocked = errors.New("store: held by another process")
 )
 
 // SchemaVersion is the on-disk layout this package writes. Open refuses a
@@ -85,6 +88,10 @@ func Open(path string, o Options) (*Store, error) {
 		NoSync:       o.Fsync != FsyncAlways,
 		FreelistType: bolt.FreelistMapType,
 	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s is locked by another process, probably another sextant serve with the same data-dir (waited %v)",
+			ErrLocked, path, o.LockTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -655,5 +656,17 @@ func TestDeleteRetainedTombstoneOnlyDeletesThatTombstone(t *testing.T) {
 	want := map[string]string{"newer": `""@9`, "replaced": `"back"@8`, "same-batch": `"new"@0`}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("retained after the conditional deletes: %v, want %v", got, want)
+	}
+}
+
+// TestOpenHeldFileSaysSo: a file another holder has open (another node on
+// the same data directory) is refused with ErrLocked and a message that
+// says what is going on, not bbolt's bare "timeout".
+func TestOpenHeldFileSaysSo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	openStore(t, path, Options{})
+	_, err := Open(path, Options{LockTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "another process") || !strings.Contains(err.Error(), "data-dir") {
+		t.Fatalf("second open: %v; want ErrLocked naming another process and the data-dir", err)
 	}
 }

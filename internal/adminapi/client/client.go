@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() == nil && speaksMQTT(ctx, req.URL.Host) {
+			return fmt.Errorf("%w: %s answers MQTT: is it a client port? The admin API listens on the node's admin-addr "+
+				"(127.0.0.1:8088 by default) (%w)", ErrNotAdminAPI, req.URL.Host, err)
+		}
 		return fmt.Errorf("admin API at %s: %w", c.base, err)
 	}
 	defer res.Body.Close()
@@ -149,6 +154,14 @@ func (c *Client) Cluster(ctx context.Context) (adminapi.ClusterInfo, error) {
 func (c *Client) Policies(ctx context.Context) (adminapi.PolicySet, error) {
 	var ps adminapi.PolicySet
 	return ps, c.do(ctx, "GET", "/v1/policies", nil, &ps)
+}
+
+// PoliciesAt is GET /v1/policies?min_version=N: the node answers once its
+// copy of the policies has reached version minVersion (or 503 after a
+// while).
+func (c *Client) PoliciesAt(ctx context.Context, minVersion uint64) (adminapi.PolicySet, error) {
+	var ps adminapi.PolicySet
+	return ps, c.do(ctx, "GET", "/v1/policies?min_version="+strconv.FormatUint(minVersion, 10), nil, &ps)
 }
 
 // PutPolicies is PUT /v1/policies; expect (optional) makes it a
