@@ -175,13 +175,18 @@ func TestFloodLeavesOtherClientsWorking(t *testing.T) {
 		}
 	}()
 
-	// The good clients' traffic, sampled for memory and goroutines.
-	const msgs = 120
+	// The good clients' traffic, sampled for memory and goroutines: at
+	// least minMsgs messages, and on until the storm has been paused (on a
+	// loaded machine the storm may take longer to outrun its rate limit's
+	// burst), up to maxMsgs.
+	const minMsgs, maxMsgs = 120, 3000
 	var peakHeap uint64
 	peakG := 0
 	var worst time.Duration
 	tick := time.NewTicker(20 * time.Millisecond)
-	for i := 1; i <= msgs; i++ {
+	msgs := 0
+	for i := 1; i <= maxMsgs && (i <= minMsgs || limitsHit(n, metrics.LimitPublishRate) == 0); i++ {
+		msgs = i
 		<-tick.C
 		start := time.Now()
 		body := fmt.Sprint("m", i)
