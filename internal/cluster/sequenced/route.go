@@ -22,6 +22,10 @@ const (
 	// around the voters, and each wait adds to its publishers' stall.
 	backoffMin = 10 * time.Millisecond
 	backoffMax = 100 * time.Millisecond
+	// holdMax bounds a hold (the old home answered "moving"): past it the
+	// route asks the old home again, which holds it again if the move
+	// still runs, or takes the batch if the move failed.
+	holdMax = 5 * time.Second
 )
 
 // errNoLink: the target is another node and its link is not connected.
@@ -76,6 +80,13 @@ type route struct {
 		failures    int      // consecutive failures, for the backoff
 		hold        time.Time
 		retired     bool
+		// held: the group is moving (its home answered StatusMoving);
+		// nothing is sent until the record's epoch passes heldEpoch or
+		// heldUntil passes. heldSince is when the hold began.
+		held      bool
+		heldEpoch uint64
+		heldSince time.Time
+		heldUntil time.Time
 	}
 }
 
@@ -114,15 +125,19 @@ func (rt *route) add(it *item) bool {
 		if rt.mu.outstanding < rt.r.cfg.Inflight {
 			break
 		}
+		reason := DropInflightFull
+		if rt.mu.held {
+			reason = DropHeldFull
+		}
 		if it.pub.QoS == 0 || len(it.acks) == 0 {
 			rt.mu.Unlock()
-			m.dropped.WithLabelValues(DropInflightFull).Inc()
+			m.dropped.WithLabelValues(reason).Inc()
 			return true
 		}
 		room := rt.mu.room
 		rt.mu.Unlock()
 		if !rt.waitRoom(room) {
-			m.dropped.WithLabelValues(DropInflightFull).Inc()
+			m.dropped.WithLabelValues(reason).Inc()
 			ackAll(it.acks, packet.QuotaExceeded)
 			return true
 		}
@@ -222,6 +237,17 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 	defer func() { ackAll(failed, packet.ImplementationSpecificError) }()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.mu.held {
+		switch {
+		case rec.Epoch > rt.mu.heldEpoch:
+			// The move was recorded: send what was held to the new home.
+			rt.releaseLocked(now)
+		case now.Before(rt.mu.heldUntil):
+			return rt.mu.heldUntil.Sub(now), false // woken by the metadata change
+		default:
+			rt.releaseLocked(now)
+		}
+	}
 	if rec.Epoch != rt.mu.epoch {
 		rt.mu.target, rt.mu.epoch = rec.Home, rec.Epoch
 	}
@@ -341,6 +367,22 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 			m.outstanding.Dec()
 		}
 		rt.mu.failures = 0
+	case err == nil && resp.Status == StatusMoving:
+		// Nothing of this batch was submitted: its QoS 0 publishes are
+		// kept (they are sent again with the rest), and the group's
+		// publishes are held until the move is recorded.
+		m.retries.WithLabelValues(resp.Status.String()).Inc()
+		for _, it := range batch {
+			it.sent = 0
+		}
+		if stream == rt.mu.stream {
+			rt.restartLocked(target, resp, err)
+			rt.mu.hold = time.Time{}
+			if !rt.mu.held {
+				rt.mu.held, rt.mu.heldSince = true, now
+			}
+			rt.mu.heldEpoch, rt.mu.heldUntil = rt.mu.epoch, now.Add(holdMax)
+		}
 	case err == nil && resp.Status == StatusRefused:
 		rt.r.log.Warn("sequenced: the group refused a batch", "group", rt.id, "reason", resp.Reason)
 		refused = rt.finishLocked(batch, DropRefused)
@@ -361,6 +403,13 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 	rt.mu.Unlock()
 	ackAll(acks, packet.Success)
 	ackAll(refused, packet.ImplementationSpecificError)
+}
+
+// releaseLocked ends a hold.
+func (rt *route) releaseLocked(now time.Time) {
+	rt.mu.held = false
+	rt.r.metrics.held.Observe(now.Sub(rt.mu.heldSince).Seconds())
+	rt.mu.failures = 0
 }
 
 // restartLocked starts a new stream after a batch of the current one
