@@ -177,10 +177,10 @@ func HomeReason(r fsm.Reason) fsm.Reason {
 	return r // manual, rebalance
 }
 
-// New plans the migration of rec towards its pending decision, run on
+// Plan plans the migration of rec towards its pending decision, run on
 // node self (rec's home), and returns its first action. ok is false when
 // there is nothing for self to do (no decision, or self is not the home).
-func New(self string, rec fsm.Group) (m *Machine, first Action, ok bool) {
+func Plan(self string, rec fsm.Group) (m *Machine, first Action, ok bool) {
 	d := rec.Desired
 	if d == nil || rec.Home != self {
 		return nil, Action{}, false

@@ -60,7 +60,7 @@ func TestMachineTrace(t *testing.T) {
 	for _, sc := range scenarios {
 		fmt.Fprintf(&out, "== %s (on %s: home %s epoch %d voters %v learners %v; decided %s %v %s)\n", sc.name, sc.self,
 			sc.rec.Home, sc.rec.Epoch, sc.rec.Voters, sc.rec.Learners, sc.rec.Desired.Home, sc.rec.Desired.Voters, sc.rec.Desired.Reason)
-		m, a, ok := New(sc.self, sc.rec)
+		m, a, ok := Plan(sc.self, sc.rec)
 		if !ok {
 			out.WriteString("   nothing to do here\n")
 			continue
@@ -131,7 +131,7 @@ func TestMachineNeverEndsFenced(t *testing.T) {
 		}
 	}
 	for _, g := range recs {
-		m, a, _ := New("a", g)
+		m, a, _ := Plan("a", g)
 		walk(*m, a, 0, 0)
 	}
 }
