@@ -21,7 +21,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_migration_seconds",
 			Help: "A migration's total time, from its start on the old home to its end.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
 		pause: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_migration_pause_seconds",
-			Help: "A migration's client-visible pause: from the fence on the old home (publishes held) to the new home's answer that it serves the group.",
+			Help:    "A migration's client-visible pause: from the fence on the old home (publishes held) to the new home's answer that it serves the group.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 	}
 	for _, res := range []State{StateDone, StateFailed} {
