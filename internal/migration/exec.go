@@ -67,7 +67,10 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		if r == nil {
 			return failedOutcome(errors.New("no replica here"))
 		}
-		want := r.Rep.Stats().CommitIndex
+		// The last command this replica's state machine applied (the
+		// commit index would count configuration entries, which never
+		// reach a state machine).
+		want := r.Seq.Applied()
 		return x.poll(ctx, a.Node, func(resp response) bool { return resp.Open && resp.Applied >= want })
 	case OpAwaitTarget:
 		return x.poll(ctx, a.Node, func(resp response) bool {

@@ -84,8 +84,9 @@ func (rv *Receiver) serve(req request) (response, error) {
 		if r == nil {
 			return response{OK: true}, nil
 		}
-		st := r.Rep.Stats()
-		return response{OK: true, Open: true, Leader: r.Rep.IsLeader(), Applied: st.Applied, Next: r.Seq.NextSeq()}, nil
+		// Cheap reads only (no call into Raft's loop, which is busy while
+		// the lead moves).
+		return response{OK: true, Open: true, Leader: r.Rep.IsLeader(), Applied: r.Seq.Applied(), Next: r.Seq.NextSeq()}, nil
 	case reqAbort:
 		rv.drop(req.Group, req.ID)
 		return response{OK: true}, nil

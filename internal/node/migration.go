@@ -93,6 +93,12 @@ func (n *Node) MoveGroup(ctx context.Context, topic, to string, timeout time.Dur
 		return adminapi.MoveResult{}, err
 	}
 	want := rec.Desired // nil: the group is there already
+	if want != nil {
+		// This node's copy may lag the leader that recorded the decision.
+		if err := cp.meta.Wait(ctx, want.Index); err != nil {
+			return adminapi.MoveResult{}, fmt.Errorf("%w: %w", adminapi.ErrMoveTimeout, err)
+		}
+	}
 	for {
 		ch := cp.meta.Changed()
 		g, ok := cp.meta.State().Group(rec.ID)

@@ -37,9 +37,10 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 		ch := s.cfg.Meta.Changed()
 		if rec, ok := s.cfg.Meta.State().Group(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
 			switch {
-			case rec.HomeReason == fsm.ReasonCreated && !handedOver:
+			case rec.HomeReason == fsm.ReasonCreated && !handedOver && (rec.Desired == nil || rec.Desired.Home != s.cfg.NodeID):
 				// The group's first election chose another replica than
-				// the home it was placed on: hand the lead over (once).
+				// the home it was placed on: hand the lead over (once),
+				// unless a migration brought the lead here.
 				handedOver = true
 				if s.handOver(ctx, r, rec.Home) {
 					continue
