@@ -112,7 +112,7 @@ func TestMigrationUnderTraffic(t *testing.T) {
 				}
 				for _, nd := range c.Nodes() {
 					for _, m := range nd.Node.Migrations().Migrations() {
-						t.Logf("on %s: %s %s -> %s %s (%s): total %v, pause %v %s", nd.ID, m.Group, m.From, m.To, m.Kind, m.State, m.Total, m.Pause, m.Error)
+						t.Logf("on %s: %s %s -> %s %s (%s): total %v, pause %v %s; steps %v", nd.ID, m.Group, m.From, m.To, m.Kind, m.State, m.Total, m.Pause, m.Error, m.Steps)
 						if m.State != migration.StateDone {
 							t.Errorf("migration on %s: %+v", nd.ID, m)
 						}

@@ -38,6 +38,9 @@ const (
 	// pollEvery is how often the target is asked whether it caught up or
 	// serves the group.
 	pollEvery = 2 * time.Millisecond
+	// settleWait: a decision carried out is not taken up again for this
+	// long, while this node's metadata copy learns the change.
+	settleWait = time.Second
 	// keepRecent is how many finished migrations are kept for the API.
 	keepRecent = 256
 )
@@ -46,8 +49,6 @@ const (
 type Meta interface {
 	State() fsm.State
 	Changed() <-chan struct{}
-	SetGroupHome(ctx context.Context, c fsm.HomeChange) (fsm.Group, error)
-	SetGroupMembers(ctx context.Context, c fsm.MembersChange) (fsm.Group, error)
 	Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
 }
 
@@ -97,6 +98,15 @@ type Migration struct {
 	Total time.Duration `json:"total_ns"`
 	Pause time.Duration `json:"pause_ns"`
 	Error string        `json:"error,omitempty"`
+	// Steps are the actions taken, with their outcome and time.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Step is one action of a migration.
+type Step struct {
+	Op     Op            `json:"op"`
+	Result Result        `json:"result"`
+	Took   time.Duration `json:"took_ns"`
 }
 
 // Driver runs this node's migrations. See the package comment.
@@ -275,7 +285,11 @@ func (d *Driver) migrate(ctx context.Context, id string) {
 		if a.Op == OpFence && pauseStart.IsZero() {
 			pauseStart = d.clock.Now()
 		}
+		t0 := d.clock.Now()
 		o := x.do(ctx, a)
+		d.mu.Lock()
+		mig.Steps = append(mig.Steps, Step{Op: a.Op, Result: o.Result, Took: d.clock.Now().Sub(t0)})
+		d.mu.Unlock()
 		if o.Result == ResultUnknown {
 			d.sleep(ctx, proposeRetry)
 		}
@@ -285,6 +299,9 @@ func (d *Driver) migrate(ctx context.Context, id string) {
 		a, more = m.Step(o)
 	}
 	end := d.clock.Now()
+	if !x.served.IsZero() && !pauseStart.IsZero() {
+		pauseEnd = x.served
+	}
 	if !pauseStart.IsZero() && pauseEnd.IsZero() {
 		pauseEnd = end
 	}
@@ -306,7 +323,10 @@ func (d *Driver) migrate(ctx context.Context, id string) {
 		r.at = end.Add(r.wait)
 		d.mu.retry[id] = r
 	} else {
-		delete(d.mu.retry, id)
+		// Done: this node's copy of the record may lag the change it
+		// made, and list the decision a little longer; it is not
+		// carried out again before settleWait.
+		d.mu.retry[id] = retryState{decision: mig.Decision, at: end.Add(settleWait), wait: retryMin / 2}
 	}
 	d.mu.Unlock()
 	d.metrics.running.Dec()
@@ -349,6 +369,7 @@ func (d *Driver) Migrations() []Migration {
 	out := make([]Migration, 0, len(d.mu.running)+len(d.mu.recent))
 	for _, m := range d.mu.running {
 		c := *m
+		c.Steps = slices.Clone(m.Steps)
 		c.Total = now.Sub(c.Started)
 		out = append(out, c)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/replication"
@@ -23,6 +24,8 @@ type exec struct {
 	// next is the position after the snapshot the target was sent: the
 	// tail starts there.
 	next uint64
+	// served is when the target was first seen serving the group.
+	served time.Time
 }
 
 func failedOutcome(err error) Outcome { return Outcome{Result: ResultFailed, Err: err.Error()} }
@@ -54,12 +57,19 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		}
 		return Outcome{Result: ResultOK}
 	case OpProposeHome:
+		// Proposed without waiting for this node's copy to apply it (a
+		// follower learns a commit up to a commit timeout later): the
+		// pause ends when the target serves, which needs its copy only.
 		c := fsm.HomeChange{Group: g, Home: a.Home, Epoch: a.Epoch, Reason: a.Reason, At: d.clock.Now(), Handover: a.Voters}
-		rec, err := d.cfg.Meta.SetGroupHome(ctx, c)
-		return proposal(rec, err)
+		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupHome(c))
+		o := proposal(res, err)
+		if o.Result == ResultOK {
+			x.nudge(ctx, *o.Record)
+		}
+		return o
 	case OpProposeMembers:
-		rec, err := d.cfg.Meta.SetGroupMembers(ctx, fsm.MembersChange{Group: g, Epoch: a.Epoch, Voters: a.Voters, Learners: a.Learners})
-		return proposal(rec, err)
+		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{Group: g, Epoch: a.Epoch, Voters: a.Voters, Learners: a.Learners}))
+		return proposal(res, err)
 	case OpAddLearner, OpPromote, OpRemove, OpTransfer:
 		return x.membership(ctx, a)
 	case OpAwaitCaughtUp:
@@ -73,9 +83,16 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		want := r.Seq.Applied()
 		return x.poll(ctx, a.Node, func(resp response) bool { return resp.Open && resp.Applied >= want })
 	case OpAwaitTarget:
+		// The pause ends when the target serves the group (its replica
+		// open and leading); the step when this node's copy of the
+		// record names it too (a replicated group's new home claims it
+		// once it leads).
 		return x.poll(ctx, a.Node, func(resp response) bool {
+			if resp.Open && resp.Leader && x.served.IsZero() {
+				x.served = d.clock.Now()
+			}
 			rec, ok := d.cfg.Meta.State().Group(g)
-			return resp.Open && resp.Leader && ok && rec.Home == a.Node
+			return !x.served.IsZero() && ok && rec.Home == a.Node
 		})
 	}
 	return failedOutcome(fmt.Errorf("unknown operation %q", a.Op))
@@ -89,23 +106,31 @@ func (m *Machine) decision() uint64 {
 }
 
 // proposal maps a metadata proposal's result.
-func proposal(rec fsm.Group, err error) Outcome {
+func proposal(res fsm.Result, err error) Outcome {
 	var fe *fsm.Error
 	switch {
+	case err == nil && res.Group != nil:
+		return Outcome{Result: ResultOK, Record: res.Group}
 	case err == nil:
-		return Outcome{Result: ResultOK, Record: &rec}
+		return failedOutcome(errors.New("the metadata leader sent no record"))
 	case errors.Is(err, fsm.ErrConflict):
-		o := Outcome{Result: ResultConflict, Err: err.Error()}
-		if rec.ID != "" {
-			o.Record = &rec
-		}
-		return o
+		return Outcome{Result: ResultConflict, Err: err.Error(), Record: res.Group}
 	case errors.As(err, &fe):
 		return failedOutcome(err)
 	}
 	// Not refused by the state machine: a timeout, a leader change, a
 	// connection lost. The proposal may have committed.
 	return Outcome{Result: ResultUnknown, Err: err.Error()}
+}
+
+// nudge proposes a change that changes nothing (the record's own members)
+// right after the switch. The metadata leader tells followers of a commit
+// with its next append, or after its commit timeout when it has nothing to
+// append (tens of milliseconds); this append makes the target and the
+// access nodes learn the new home one round trip after the switch.
+func (x *exec) nudge(ctx context.Context, rec fsm.Group) {
+	_, _ = x.d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{
+		Group: rec.ID, Epoch: rec.Epoch, Voters: rec.Voters, Learners: rec.Learners}))
 }
 
 func (x *exec) call(ctx context.Context, node string, req request) (response, error) {

@@ -22,10 +22,15 @@ const (
 	// around the voters, and each wait adds to its publishers' stall.
 	backoffMin = 10 * time.Millisecond
 	backoffMax = 100 * time.Millisecond
-	// holdMax bounds a hold (the old home answered "moving"): past it the
-	// route asks the old home again, which holds it again if the move
-	// still runs, or takes the batch if the move failed.
+	// holdMax: a route held this long (the move is slow, or the old home
+	// failed it and was not asked yet) asks the old home every backoffMax
+	// instead of every holdAsk.
 	holdMax = 5 * time.Second
+	// holdAsk is how often a held route asks the old home again: it
+	// answers "moving" while the move runs and names the new home once
+	// it switched, which may be before this node's metadata copy learns
+	// the new record.
+	holdAsk = 10 * time.Millisecond
 )
 
 // errNoLink: the target is another node and its link is not connected.
@@ -80,13 +85,13 @@ type route struct {
 		failures    int      // consecutive failures, for the backoff
 		hold        time.Time
 		retired     bool
-		// held: the group is moving (its home answered StatusMoving);
-		// nothing is sent until the record's epoch passes heldEpoch or
-		// heldUntil passes. heldSince is when the hold began.
+		// held: the group is moving (its home answered StatusMoving):
+		// nothing is sent until the record's epoch passes heldEpoch, or
+		// for holdAsk (hold), after which the old home is asked again.
+		// heldSince is when the hold began.
 		held      bool
 		heldEpoch uint64
 		heldSince time.Time
-		heldUntil time.Time
 	}
 }
 
@@ -220,8 +225,18 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 	}
 	now := rt.r.clock.Now()
 	if hold := rt.mu.hold; now.Before(hold) {
+		if !rt.mu.held {
+			rt.mu.Unlock()
+			return hold.Sub(now), false
+		}
+		// Held for a move: the record's new epoch ends the wait at once.
+		epoch := rt.mu.heldEpoch
 		rt.mu.Unlock()
-		return hold.Sub(now), false
+		if rec, ok := rt.r.cfg.Meta.State().Group(rt.id); !ok || rec.Epoch <= epoch {
+			return hold.Sub(now), false
+		}
+		rt.mu.Lock()
+		rt.releaseLocked(now)
 	}
 	rt.mu.Unlock()
 
@@ -237,17 +252,6 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 	defer func() { ackAll(failed, packet.ImplementationSpecificError) }()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.mu.held {
-		switch {
-		case rec.Epoch > rt.mu.heldEpoch:
-			// The move was recorded: send what was held to the new home.
-			rt.releaseLocked(now)
-		case now.Before(rt.mu.heldUntil):
-			return rt.mu.heldUntil.Sub(now), false // woken by the metadata change
-		default:
-			rt.releaseLocked(now)
-		}
-	}
 	if rec.Epoch != rt.mu.epoch {
 		rt.mu.target, rt.mu.epoch = rec.Home, rec.Epoch
 	}
@@ -351,6 +355,9 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 	rt.mu.requests--
 	switch {
 	case err == nil && resp.Status == StatusOK && len(resp.Published) == len(batch):
+		if rt.mu.held {
+			rt.releaseLocked(now)
+		}
 		for i, it := range batch {
 			if it.done {
 				continue
@@ -377,11 +384,14 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 		}
 		if stream == rt.mu.stream {
 			rt.restartLocked(target, resp, err)
-			rt.mu.hold = time.Time{}
+			rt.mu.target = target // the old home: asked again after the wait
 			if !rt.mu.held {
 				rt.mu.held, rt.mu.heldSince = true, now
 			}
-			rt.mu.heldEpoch, rt.mu.heldUntil = rt.mu.epoch, now.Add(holdMax)
+			rt.mu.heldEpoch, rt.mu.hold = rt.mu.epoch, now.Add(holdAsk)
+			if now.Sub(rt.mu.heldSince) >= holdMax {
+				rt.mu.hold = now.Add(backoffMax)
+			}
 		}
 	case err == nil && resp.Status == StatusRefused:
 		rt.r.log.Warn("sequenced: the group refused a batch", "group", rt.id, "reason", resp.Reason)
@@ -396,6 +406,9 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 		}
 		m.retries.WithLabelValues(reason).Inc()
 		if stream == rt.mu.stream {
+			if rt.mu.held {
+				rt.releaseLocked(now) // the old home named the new one, or is gone
+			}
 			rt.restartLocked(target, resp, err)
 		}
 	}
