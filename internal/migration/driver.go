@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,6 +118,7 @@ type Driver struct {
 	metrics *metrics
 	work    chan string
 	changed chan struct{}
+	group   atomic.Pointer[run.Group] // Run's: workers, watcher, nudges
 
 	mu struct {
 		sync.Mutex
@@ -163,6 +165,7 @@ func New(cfg Config) (*Driver, error) {
 // Run runs the workers and the watcher until ctx ends.
 func (d *Driver) Run(ctx context.Context) {
 	g := run.NewGroup(ctx)
+	d.group.Store(g)
 	for range d.cfg.Workers {
 		g.Go(d.worker)
 	}

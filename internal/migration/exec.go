@@ -128,9 +128,18 @@ func proposal(res fsm.Result, err error) Outcome {
 // with its next append, or after its commit timeout when it has nothing to
 // append (tens of milliseconds); this append makes the target and the
 // access nodes learn the new home one round trip after the switch.
-func (x *exec) nudge(ctx context.Context, rec fsm.Group) {
-	_, _ = x.d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{
-		Group: rec.ID, Epoch: rec.Epoch, Voters: rec.Voters, Learners: rec.Learners}))
+// It runs on its own: the migration does not wait for it.
+func (x *exec) nudge(_ context.Context, rec fsm.Group) {
+	g := x.d.group.Load()
+	if g == nil {
+		return
+	}
+	g.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		defer cancel()
+		_, _ = x.d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{
+			Group: rec.ID, Epoch: rec.Epoch, Voters: rec.Voters, Learners: rec.Learners}))
+	})
 }
 
 func (x *exec) call(ctx context.Context, node string, req request) (response, error) {
