@@ -81,13 +81,13 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		// commit index would count configuration entries, which never
 		// reach a state machine).
 		want := r.Seq.Applied()
-		return x.poll(ctx, a.Node, func(resp response) bool { return resp.Open && resp.Applied >= want })
+		return x.poll(ctx, a.Node, reqStatus, func(resp response) bool { return resp.Open && resp.Applied >= want })
 	case OpAwaitTarget:
 		// The pause ends when the target serves the group (its replica
 		// open and leading); the step when this node's copy of the
 		// record names it too (a replicated group's new home claims it
 		// once it leads).
-		return x.poll(ctx, a.Node, func(resp response) bool {
+		return x.poll(ctx, a.Node, reqAwait, func(resp response) bool {
 			if resp.Open && resp.Leader && x.served.IsZero() {
 				x.served = d.clock.Now()
 			}
@@ -231,11 +231,11 @@ func (x *exec) sendTail(ctx context.Context, node string) Outcome {
 }
 
 // poll asks node about its replica until done says so.
-func (x *exec) poll(ctx context.Context, node string, done func(response) bool) Outcome {
+func (x *exec) poll(ctx context.Context, node string, kind byte, done func(response) bool) Outcome {
 	t := x.d.clock.NewTimer(pollEvery)
 	defer t.Stop()
 	for {
-		resp, err := x.call(ctx, node, request{Kind: reqStatus, Group: x.m.Group})
+		resp, err := x.call(ctx, node, request{Kind: kind, Group: x.m.Group})
 		if err == nil && done(resp) {
 			return Outcome{Result: ResultOK}
 		}

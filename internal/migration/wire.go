@@ -27,6 +27,7 @@ const (
 	reqTail   byte = 2 // the records since the snapshot; installs the log
 	reqAbort  byte = 3 // drop what was handed
 	reqStatus byte = 4 // the target's replica of the group
+	reqAwait  byte = 5 // the same, answered once it serves the group (or after awaitMax)
 )
 
 // Bounds of a request.
@@ -45,7 +46,7 @@ const (
 //	chunk:  offset uvarint | last byte | data bytes
 //	tail:   last byte | count uvarint | count × record
 //	record: seq uvarint | topic str | index uvarint | time varint (unix ns) | mark uvarint | retain byte | payload bytes
-//	abort, status: nothing
+//	abort, status, await: nothing
 //
 // id names the migration (the decision's index): a chunk or a tail of
 // another id than the one staged is refused.
@@ -121,7 +122,7 @@ func decodeRequest(b []byte) (request, error) {
 			rc.Mark, rc.Retain, rc.Payload = d.Uvarint(), decodeBool(&d), d.BytesCopy()
 			r.Records = append(r.Records, rc)
 		}
-	case reqAbort, reqStatus:
+	case reqAbort, reqStatus, reqAwait:
 	default:
 		if !d.Failed() {
 			return request{}, fmt.Errorf("%w: request kind %d", ErrCorrupt, r.Kind)

@@ -20,7 +20,7 @@ import (
 // node's group (it stops before the replicas close).
 func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
 	recv := migration.NewReceiver(n.groupsDir(), cp.groups,
-		topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, n.log.With("subsystem", "migration"))
+		topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, n.clock, n.log.With("subsystem", "migration"))
 	dc := migration.Config{
 		NodeID: n.cfg.NodeID, Workers: n.cfg.PlacementExecutors, Meta: cp.meta, Replicas: cp.groups, Home: home,
 		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "migration"),
