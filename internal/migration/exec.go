@@ -1,10 +1,10 @@
 package migration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
@@ -171,30 +171,54 @@ func (x *exec) sendSnapshot(ctx context.Context, node string) Outcome {
 		return failedOutcome(err)
 	}
 	defer sn.Release()
-	// The stream is written to memory first: a snapshot holds the log's
-	// retained segments (bounded by retention).
-	var buf bytes.Buffer
-	if _, err := sn.WriteTo(&buf); err != nil {
-		return failedOutcome(err)
-	}
-	data := buf.Bytes()
+	// The stream goes through a pipe, a chunk at a time: a log of many
+	// segments is never held in memory whole.
+	pr, pw := io.Pipe()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		_, err := sn.WriteTo(pw)
+		_ = pw.CloseWithError(err)
+	}()
+	defer func() {
+		_ = pr.CloseWithError(errors.New("migration: snapshot send ended"))
+		<-written
+	}()
+	buf := make([]byte, chunkBytes)
+	next := make([]byte, 1)
 	var off uint64
+	have, err := io.ReadFull(pr, buf)
 	for {
-		n := min(chunkBytes, len(data))
-		req := request{Kind: reqChunk, Group: x.m.Group, ID: x.m.decision(), Offset: off, Last: n == len(data), Data: data[:n]}
-		resp, err := x.call(ctx, node, req)
-		if err != nil {
-			return failedOutcome(err)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return failedOutcome(fmt.Errorf("reading the snapshot: %w", err))
 		}
-		off += uint64(n)
-		data = data[n:]
-		if req.Last {
+		// The chunk is the last if nothing follows it.
+		last := err != nil
+		var more int
+		if !last {
+			more, err = io.ReadFull(pr, next)
+			last = more == 0
+			if err != nil && !errors.Is(err, io.EOF) {
+				return failedOutcome(fmt.Errorf("reading the snapshot: %w", err))
+			}
+		}
+		req := request{Kind: reqChunk, Group: x.m.Group, ID: x.m.decision(), Offset: off, Last: last, Data: buf[:have]}
+		resp, cerr := x.call(ctx, node, req)
+		if cerr != nil {
+			return failedOutcome(cerr)
+		}
+		off += uint64(have)
+		if last {
 			if resp.Next != sn.NextSeq() {
 				return failedOutcome(fmt.Errorf("the target restored up to position %d, the snapshot to %d", resp.Next, sn.NextSeq()))
 			}
 			x.next = resp.Next
 			return Outcome{Result: ResultOK}
 		}
+		buf[0] = next[0]
+		var n int
+		n, err = io.ReadFull(pr, buf[1:])
+		have = 1 + n
 	}
 }
 

@@ -32,13 +32,14 @@ const (
 
 // Bounds of a request.
 const (
-	// chunkBytes is the snapshot's part per request (the peer link's
-	// frames are bounded at 64 MiB).
-	chunkBytes = 1 << 20
 	// tailBytes bounds the records of one tail request; a longer tail is
 	// sent in several (the last one installs).
 	tailBytes = 8 << 20
 )
+
+// chunkBytes is the snapshot's part per request (the peer link's frames
+// are bounded at 64 MiB); a variable for tests.
+var chunkBytes = 1 << 20
 
 // A request:
 //
