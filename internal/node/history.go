@@ -4,10 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/delivery"
 )
+
+// newAdminAPI builds the admin API's handler on the node (open until
+// SetTokens).
+func (n *Node) newAdminAPI() *adminapi.Server {
+	return adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n).
+		WithInspector(inspector{n}).WithKick(inspector{n}).WithHistory(historyAPI{n})
+}
+
+// AdminHandler returns a new admin API handler on the node, open (no
+// tokens), for in-process tests, whose nodes run without an admin
+// listener.
+func (n *Node) AdminHandler() http.Handler { return n.newAdminAPI() }
 
 // historyAPI adapts the delivery layer's history reader to the admin API.
 type historyAPI struct{ n *Node }
