@@ -117,6 +117,27 @@ func TestHistoryOverHTTP(t *testing.T) {
 			}
 		}
 
+		// GET /v1/groups on every node: each group with its home's figures.
+		for _, n := range c.Nodes() {
+			var gs []adminapi.GroupInfo
+			apiGet(t, n, "/v1/groups", &gs)
+			byID := map[string]adminapi.GroupInfo{}
+			for _, g := range gs {
+				byID[g.ID] = g
+			}
+			for _, id := range []string{"one/a/b", "three/x"} {
+				g, ok := byID[id]
+				if !ok || g.Stats == nil {
+					t.Fatalf("%s: /v1/groups has no figures for %s: %+v", n.ID, id, gs)
+				}
+				s := g.Stats
+				if s.Node != g.Home || s.Leader != g.Home || s.Role != "leader" || s.Records != total || s.LatestSeq != total ||
+					s.Topics != 1 || s.Bytes <= 0 || s.CommitIndex == 0 || g.Epoch == 0 {
+					t.Fatalf("%s: group %s: %+v stats %+v", n.ID, id, g, *s)
+				}
+			}
+		}
+
 		for _, e := range []struct {
 			target string
 			status int

@@ -58,3 +58,10 @@ func (c *Client) LogMessages(ctx context.Context, topic string, q LogQuery) (adm
 	var page adminapi.LogPage
 	return page, c.do(ctx, "GET", path, nil, &page)
 }
+
+// Groups is GET /v1/groups: every placement group with its home, replicas
+// and the figures of its home's replica.
+func (c *Client) Groups(ctx context.Context) ([]adminapi.GroupInfo, error) {
+	var gs []adminapi.GroupInfo
+	return gs, c.do(ctx, "GET", "/v1/groups", nil, &gs)
+}
