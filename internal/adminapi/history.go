@@ -205,9 +205,14 @@ func ParseLogPath(escaped string) (LogRequest, error) {
 	seg, suffix, more := strings.Cut(rest, "/")
 	if more {
 		if suffix != "messages" {
+			// Show the path the client probably meant.
+			meant, ends := strings.CutSuffix(rest, "/messages")
+			example := HistoryPrefix + url.PathEscape(unescapeOr(meant))
+			if ends {
+				example += "/messages"
+			}
 			return LogRequest{}, badRequest("bad_topic",
-				"the topic must be one path segment with its '/' written %%2F (e.g. /v1/topics/%s/messages); "+
-					"the path's part after the topic must be /messages", url.PathEscape(unescapeOr(rest)))
+				"the topic must be one path segment with its '/' written %%2F: %s", example)
 		}
 		req.Messages = true
 	}
