@@ -109,7 +109,9 @@ func TestLogCommands(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var tout, terr lockedBuffer
 	done := make(chan int)
-	go func() { done <- run(ctx, []string{"log", "tail", "orders/eu", "--from", "5", "--admin", admin}, nil, &tout, &terr) }()
+	go func() {
+		done <- run(ctx, []string{"log", "tail", "orders/eu", "--from", "5", "--admin", admin}, nil, &tout, &terr)
+	}()
 	brokertest.Eventually(t, 10*time.Second, func() bool { return strings.Count(tout.String(), "\n") == 2 }, "tail prints the records from 5")
 	pub.Pub("orders/eu", 1, false, "order 7")
 	pub.Pub("orders/eu", 1, false, "order 8")
