@@ -293,7 +293,11 @@ func (p *logPrinter) records(recs []adminapi.LogRecord) error {
 		for _, u := range r.UserProperties {
 			props = append(props, u.Key+"="+strconv.Quote(u.Value))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Index, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), flags, payload, strings.Join(props, " "))
+		line := fmt.Sprintf("%d\t%s\t%s\t%s", r.Index, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), flags, payload)
+		if len(props) > 0 {
+			line += "\t" + strings.Join(props, " ")
+		}
+		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
 }
