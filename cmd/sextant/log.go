@@ -230,7 +230,7 @@ func logError(topic string, err error) error {
 	case "compacted":
 		return fmt.Errorf("%s: %s (--from earliest starts there)", topic, strings.TrimPrefix(ae.Msg, topic+": "))
 	case "unavailable", "timeout":
-		return fmt.Errorf("%s: no replica of its placement group answers now (%s)", topic, ae.Msg)
+		return fmt.Errorf("%s; try again once a replica of its group is back (sextant groups lists them)", ae.Msg)
 	}
 	return err
 }

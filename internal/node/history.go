@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/delivery"
@@ -108,7 +109,19 @@ func historyErr(err error) error {
 	case errors.Is(err, delivery.ErrUnknownTopic):
 		return fmt.Errorf("%w: %w", adminapi.ErrUnknownTopic, err)
 	case errors.Is(err, delivery.ErrUnavailable):
-		return fmt.Errorf("%w: %w", adminapi.ErrUnavailable, err)
+		return fmt.Errorf("%w (last: %s)", adminapi.ErrUnavailable, lastCause(err))
 	}
 	return err
+}
+
+// lastCause is the message of the last error err joins (the delivery
+// layer's errors wrap their sentinel and then their cause), without the
+// package prefix.
+func lastCause(err error) string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if es := j.Unwrap(); len(es) > 0 {
+			err = es[len(es)-1]
+		}
+	}
+	return strings.TrimPrefix(err.Error(), "delivery: ")
 }
