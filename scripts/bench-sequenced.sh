@@ -23,8 +23,15 @@
 # commit time), p2p-q0 (closed-loop QoS 0: what is dropped under overload,
 # and where: the nodes' drop counters are printed at the end).
 #
-# Usage: scripts/bench-sequenced.sh [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS]
-#   MODES and SCENARIOS are comma lists (default direct,r1,r3,r5 and every scenario).
+# With -x, it then runs scripts/seqcluster on a fresh three-node cluster for
+# each of the measurements listed: failover (20 kill -9 of a replicas-3
+# group's home), idle (CPU and memory of idle groups: 1,000 topics sharing
+# 100 groups), idle10 (the same topics in 10 groups), replay (sx-from=earliest
+# over 200,000 records).
+#
+# Usage: scripts/bench-sequenced.sh [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-x failover,idle,idle10,replay]
+#   MODES and SCENARIOS are comma lists (default direct,r1,r3,r5 and every scenario); -m none skips the
+#   bench runs.
 # Environment: SEXTANT_ARGS, extra flags for every node (for example --fsync never).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +41,8 @@ NODES=5
 OUT=
 MODES=direct,r1,r3,r5
 ONLY=
-while getopts "r:d:n:o:m:s:" opt; do
+EXTRA=
+while getopts "r:d:n:o:m:s:x:" opt; do
 	case $opt in
 	r) REPS=$OPTARG ;;
 	d) DUR=$OPTARG ;;
@@ -42,7 +50,8 @@ while getopts "r:d:n:o:m:s:" opt; do
 	o) OUT=$OPTARG ;;
 	m) MODES=$OPTARG ;;
 	s) ONLY=$OPTARG ;;
-	*) echo "usage: $0 [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS]" >&2; exit 2 ;;
+	x) EXTRA=$OPTARG ;;
+	*) echo "usage: $0 [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-x failover,idle,idle10,replay]" >&2; exit 2 ;;
 	esac
 done
 case ",$MODES," in *,r5,*) if [ "$NODES" -lt 5 ]; then echo "bench-sequenced: r5 needs 5 nodes (-n 5)" >&2; exit 2; fi ;; esac
@@ -110,6 +119,7 @@ wait_members() { # n
 } >"$OUT/env.txt"
 cat "$OUT/env.txt" >&2
 
+if [ "$MODES" != none ]; then
 for n in $(seq 1 "$NODES"); do
 	start_node "$n"
 	if [ "$n" = 1 ]; then wait_members 1; fi
@@ -189,4 +199,20 @@ if [ -s "$OUT/cpu.txt" ]; then
 fi
 cat "$OUT/env.txt" "$OUT/table.md"
 if [ -s "$OUT/drops.txt" ]; then echo; echo "drop counters (cumulative over the run):"; cat "$OUT/drops.txt"; fi
+stop_nodes
+fi
+
+# The measurements on a cluster of their own (scripts/seqcluster).
+IFS=, read -r -a EXTRAS <<<"$EXTRA"
+for x in "${EXTRAS[@]}"; do
+	log "$x (load $(cut -d' ' -f1-3 /proc/loadavg))"
+	case $x in
+	failover) args=(-mode failover -kills 20) ;;
+	idle) args=(-mode idle -topics 1000 -groups 100 -window 30s) ;;
+	idle10) args=(-mode idle -topics 1000 -groups 10 -window 30s) ;;
+	replay) args=(-mode replay -records 200000) ;;
+	*) log "unknown measurement $x"; continue ;;
+	esac
+	(cd "$ROOT" && go run ./scripts/seqcluster -sextant "$SX" "${args[@]}" -out "$OUT/$x") | tee "$OUT/$x.txt"
+done
 log "results in $OUT"

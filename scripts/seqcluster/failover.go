@@ -1,25 +1,3 @@
-// Command seqfailover measures how long a sequenced topic with replicas 3
-// stalls when its home is killed with SIGKILL, over real `sextant serve`
-// processes on 127.0.0.1..3 (scripts/bench-sequenced.sh -f runs it).
-//
-// Each round creates a fresh placement group whose home is the round's
-// victim (a group's home is its first publisher's node), publishes to it
-// at a fixed rate with QoS 1 through another node and subscribes through
-// the third, kills the victim, and records:
-//
-//   - ack: from the kill to the first PUBACK of a publish sent after the
-//     kill (the new home took over and committed);
-//   - deliver: from the kill to the first delivery of a message sent after
-//     the kill;
-//   - lost: publishes acknowledged but never delivered (must be 0), and
-//     duplicates delivered (a publish retried across the failover that had
-//     committed before it; its access node resends it with the same key,
-//     so it must be 0 too).
-//
-// The victim is then restarted on its data directory and rejoins before
-// the next round. Victims rotate over the three nodes.
-//
-// Usage: go run ./scripts/seqfailover -sextant BIN [-kills 20] [-rate 1000] [-out DIR]
 package main
 
 import (
@@ -27,14 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,63 +17,9 @@ import (
 	"github.com/sextantmq/sextant/internal/mqttclient"
 )
 
-const (
-	mqttPort    = 26883
-	adminPort   = 26884
-	clusterPort = 26946
-	nodes       = 3
-)
-
-type node struct {
-	id, ip, dir string
-	cmd         *exec.Cmd
-	done        chan struct{}
-	log         *os.File
-}
-
-func (n *node) mqtt() string  { return fmt.Sprintf("mqtt://%s:%d", n.ip, mqttPort) }
-func (n *node) admin() string { return fmt.Sprintf("http://%s:%d", n.ip, adminPort) }
-
-var (
-	bin   = flag.String("sextant", "", "sextant binary")
-	kills = flag.Int("kills", 20, "rounds (one kill -9 of a home each)")
-	rate  = flag.Float64("rate", 1000, "publishes per second during a round")
-	out   = flag.String("out", "", "directory for data, logs and results (default a new temporary one)")
-	extra = flag.String("node-args", "", "extra flags for every node, space separated")
-)
-
-func main() {
-	flag.Parse()
-	if *bin == "" {
-		fmt.Fprintln(os.Stderr, "seqfailover: -sextant BIN is required")
-		os.Exit(2)
-	}
-	if *out == "" {
-		d, err := os.MkdirTemp("", "sextant-failover.")
-		check(err)
-		*out = d
-	}
-	ns := make([]*node, nodes)
-	for i := range ns {
-		ns[i] = &node{id: fmt.Sprintf("f%d", i+1), ip: fmt.Sprintf("127.0.0.%d", i+1), dir: filepath.Join(*out, fmt.Sprintf("f%d", i+1))}
-	}
-	cleanup = func() {
-		for _, n := range ns {
-			n.stop(syscall.SIGTERM)
-		}
-	}
-	defer cleanup()
-	for i, n := range ns {
-		join := ""
-		if i > 0 {
-			join = fmt.Sprintf("127.0.0.1:%d", clusterPort)
-		}
-		check(n.start(join))
-		check(waitAlive(ns[0], i+1, 60*time.Second))
-	}
-	check(setPolicy(ns[0]))
+func failover(ns []*node) {
+	check(setPolicy(ns[0], `{"rules":[{"match":"sxfo/#","mode":"sequenced","replicas":3}]}`))
 	time.Sleep(time.Second) // every node's metadata copy has the rule
-
 	var results []round
 	for k := range *kills {
 		victim, pubNode, subNode := ns[k%nodes], ns[(k+1)%nodes], ns[(k+2)%nodes]
@@ -342,102 +262,4 @@ func stats(v []float64) string {
 		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	return fmt.Sprintf("median %.0f ms, p90 %.0f ms, min %.0f ms, max %.0f ms (n=%d)", med, q(0.9), v[0], v[len(v)-1], len(v))
-}
-
-func (n *node) start(join string) error {
-	if err := os.MkdirAll(n.dir, 0o750); err != nil {
-		return err
-	}
-	args := []string{"serve", "--node-id", n.id, "--data-dir", n.dir, "--log-level", "warn",
-		"--cluster-addr", fmt.Sprintf("%s:%d", n.ip, clusterPort),
-		"--mqtt-addr", fmt.Sprintf("%s:%d", n.ip, mqttPort), "--ws-addr", "", "--admin-addr", fmt.Sprintf("%s:%d", n.ip, adminPort)}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
-	if *extra != "" {
-		args = append(args, strings.Fields(*extra)...)
-	}
-	lf, err := os.OpenFile(n.dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(*bin, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		_ = lf.Close()
-		return err
-	}
-	n.cmd, n.log, n.done = cmd, lf, make(chan struct{})
-	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(n.done)
-	return nil
-}
-
-func (n *node) stop(sig syscall.Signal) {
-	if n.cmd == nil {
-		return
-	}
-	_ = n.cmd.Process.Signal(sig)
-	select {
-	case <-n.done:
-	case <-time.After(10 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.done
-	}
-	_ = n.log.Close()
-	n.cmd = nil
-}
-
-// waitAlive waits until n's admin API lists want alive nodes.
-func waitAlive(n *node, want int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(n.admin() + "/v1/nodes")
-		if err == nil {
-			var list []struct {
-				State string `json:"state"`
-			}
-			err = json.NewDecoder(resp.Body).Decode(&list)
-			_ = resp.Body.Close()
-			alive := 0
-			for _, x := range list {
-				if x.State == "alive" {
-					alive++
-				}
-			}
-			if err == nil && alive == want {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: %d nodes not alive within %v", n.id, want, d)
-}
-
-func setPolicy(n *node) error {
-	body := `{"rules":[{"match":"sxfo/#","mode":"sequenced","replicas":3}]}`
-	req, err := http.NewRequest(http.MethodPut, n.admin()+"/v1/policies", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("PUT /v1/policies: %s", resp.Status)
-	}
-	return nil
-}
-
-// cleanup stops the nodes; check runs it before exiting on an error.
-var cleanup = func() {}
-
-func check(err error) {
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "seqfailover: %v\n", err)
-		cleanup()
-		os.Exit(1)
-	}
 }
