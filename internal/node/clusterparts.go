@@ -58,6 +58,7 @@ type clusterParts struct {
 	groups     *replicas.Set          // this node's placement-group replicas (sequenced.go)
 	router     *sequenced.Router      // the access node's sequenced publish path
 	feeds      *delivery.Feeds        // sequenced records to local subscribers
+	placement  *placementParts        // live placement (placement.go)
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -87,7 +88,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.registerSelf(self)
-		return n.startGroups(cp, nil, nil)
+		if err := n.startGroups(cp, nil, nil); err != nil {
+			return err
+		}
+		return n.startPlacement(cp)
 	}
 
 	var peerTLS *tls.Config
@@ -178,6 +182,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	if err := n.startGroups(cp, groupLn, peerTLS); err != nil {
+		return err
+	}
+	if err := n.startPlacement(cp); err != nil {
 		return err
 	}
 	n.broker.SetRemote(cp.layer.Remote())
