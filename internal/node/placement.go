@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 	dto "github.com/prometheus/client_model/go"
@@ -165,4 +166,14 @@ func (n *Node) PlacementStats() PlacementStats {
 	pp := n.cluster.placement
 	sent, failed := pp.agent.Stats()
 	return PlacementStats{ReportsSent: sent, ReportsFailed: failed, Dropped: pp.tracker.Dropped()}
+}
+
+// EstimateRTT estimates the round trip between nodes a and b from their
+// network coordinates (membership's); ok is false when either is unknown
+// or the node runs alone.
+func (n *Node) EstimateRTT(a, b string) (time.Duration, bool) {
+	if n.cluster == nil || n.cluster.membership == nil {
+		return 0, false
+	}
+	return n.cluster.membership.EstimateRTT(a, b)
 }
