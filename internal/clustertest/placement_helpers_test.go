@@ -131,7 +131,7 @@ func (c *Cluster) plManager() *manager.Manager {
 	c.Eventually("a metadata leader", func() bool {
 		for _, n := range c.running() {
 			if n.Node.Meta().IsLeader() {
-				m = n.Node.Placement()
+				m = n.Node.PlacementManager()
 				return true
 			}
 		}

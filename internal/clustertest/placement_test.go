@@ -145,6 +145,20 @@ func TestPlacementFollowsMovingSwarm(t *testing.T) {
 		if n := mgr.Status().Proposed - decided; n != 1 {
 			t.Errorf("%d decisions recorded after the move, want 1 (the last: %+v)", n, g.Desired)
 		}
+		for _, n := range c.Nodes() {
+			if n.Node.Meta().IsLeader() {
+				rounds, violations := n.Gather("sextant_placement_rounds_total", nil), n.Gather("sextant_placement_violations_total", nil)
+				decisions := n.Gather("sextant_placement_decisions_total", nil)
+				t.Logf("leader %s: %v rounds, %v violations, %v decisions", n.ID, rounds, violations, decisions)
+				if rounds == 0 || violations < 1 || decisions < 1 {
+					t.Errorf("leader metrics: %v rounds, %v violations, %v decisions; want some of each", rounds, violations, decisions)
+				}
+			}
+		}
+		info := c.Node(2).Node.Placement(t.Context())
+		if len(info.Groups) != 1 || info.Groups[0].Pending == nil || info.Groups[0].Pending.Home != "n5" || info.Leader == "" {
+			t.Errorf("/v1/placement on n3: %+v", info)
+		}
 		close(stop)
 		wg.Wait()
 	})

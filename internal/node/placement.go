@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,6 +21,14 @@ import (
 // start at 32; 32 to 35 are the publish path's and the feeds'. 40 leaves
 // room for theirs.
 const methodPlacementReport byte = 40
+
+// methodPlacementStatus asks a node for its placement manager's last
+// round (manager.Status, as JSON): /v1/placement on a node that does not
+// lead asks the leader.
+const methodPlacementStatus byte = 41
+
+// maxPlacementStatusBytes bounds a status answer read from the leader.
+const maxPlacementStatusBytes = 64 << 20
 
 // ErrNoLeader is returned when a report cannot be sent because no metadata
 // leader is known, or its link is down.
@@ -76,6 +85,11 @@ func (n *Node) startPlacement(cp *clusterParts) error {
 		err := cp.layer.Handle(methodPlacementReport, func(_ context.Context, from string, body []byte) ([]byte, error) {
 			return nil, mgr.Receive(from, body)
 		})
+		if err == nil {
+			err = cp.layer.Handle(methodPlacementStatus, func(context.Context, string, []byte) ([]byte, error) {
+				return json.Marshal(mgr.Status())
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
@@ -84,6 +98,7 @@ func (n *Node) startPlacement(cp *clusterParts) error {
 	n.broker.SetObserver(pp.tracker)
 	n.group.Go(pp.agent.Run)
 	n.group.Go(mgr.Run)
+	n.registerPlacementMetrics(pp)
 	return nil
 }
 
@@ -143,9 +158,9 @@ func (n *Node) placementCounters() agent.Counters {
 	return agent.Counters{NetBytes: sum(netByteFamilies), MsgIn: sum(msgInFamilies), MsgOut: sum(msgOutFamilies)}
 }
 
-// Placement exposes the placement manager (nil before Start): its Status
+// PlacementManager exposes the placement manager (nil before Start): its Status
 // (what the leader's last round saw and decided) and Move.
-func (n *Node) Placement() *manager.Manager {
+func (n *Node) PlacementManager() *manager.Manager {
 	if n.cluster == nil || n.cluster.placement == nil {
 		return nil
 	}

@@ -90,6 +90,11 @@ func TestViolationIsDecidedAfterConfirmation(t *testing.T) {
 	if len(f.decisions()) != 1 {
 		t.Fatalf("decided again: %+v", f.decisions())
 	}
+	// One violation, seen over three rounds, counted once; the group's
+	// status names its topic.
+	if st.Rounds != 4 || st.Violations != 1 || !slices.Equal(st.Groups[0].Topics, []string{"swarm/7/pos"}) {
+		t.Fatalf("rounds %d, violations %d, topics %v; want 4, 1, [swarm/7/pos]", st.Rounds, st.Violations, st.Groups[0].Topics)
+	}
 }
 
 // An overloaded home sheds its busy group and keeps its idle one; a home

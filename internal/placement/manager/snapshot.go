@@ -62,7 +62,11 @@ type entry struct {
 
 type groupClients struct {
 	producers, consumers map[placement.NodeID]*entry
+	topics               map[string]struct{} // reported, at most maxStatusTopics
 }
+
+// maxStatusTopics bounds the topics a group's status names.
+const maxStatusTopics = 16
 
 // snapshot builds the planner's input from the fresh reports and the
 // metadata.
@@ -119,8 +123,11 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 			}
 			gc := clients[gid]
 			if gc == nil {
-				gc = &groupClients{producers: map[placement.NodeID]*entry{}, consumers: map[placement.NodeID]*entry{}}
+				gc = &groupClients{producers: map[placement.NodeID]*entry{}, consumers: map[placement.NodeID]*entry{}, topics: map[string]struct{}{}}
 				clients[gid] = gc
+			}
+			if len(gc.topics) < maxStatusTopics {
+				gc.topics[t.Topic] = struct{}{}
 			}
 			merge(gc.producers, id, t.Producers)
 			merge(gc.consumers, id, t.Consumers)
@@ -159,9 +166,16 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 		snap.Topics = append(snap.Topics, placement.Topic{Name: g.ID, Home: home, Threshold: lth, Summary: sum, Clients: &cs})
 		violated := lth > 0 && sum.Worst > lth
 		v.urgent = v.urgent || violated || home == ""
+		var topics []string
+		if gc := clients[g.ID]; gc != nil {
+			for t := range gc.topics {
+				topics = append(topics, t)
+			}
+			slices.Sort(topics)
+		}
 		v.groups = append(v.groups, GroupStatus{
 			ID: g.ID, Home: string(home), Worst: sum.Worst, Threshold: lth, Violated: violated, Rates: sum.Rates,
-			Producers: sum.Producers.Count, Consumers: sum.Consumers.Count,
+			Producers: sum.Producers.Count, Consumers: sum.Consumers.Count, Topics: topics,
 		})
 	}
 	return snap, v
