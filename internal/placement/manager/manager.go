@@ -285,6 +285,27 @@ type runState struct {
 	plan    placement.State
 	last    time.Time // when the last round ran
 	topics  topicGroups
+	// shedding maps a node to the last round's time at which a group
+	// was decided away from it and not yet moved.
+	shedding map[string]time.Time
+}
+
+// relieving notes the nodes that groups are decided away from (a pending
+// decision whose home is not the record's) and returns, for every node
+// that had one, the last time it did. Until a report covers only time
+// after that, the node's measured load still holds what the planner
+// already took off it (it counts a pending move as done), so it must not
+// shed again on that load.
+func (st *runState) relieving(state fsm.State, now time.Time) map[string]time.Time {
+	if st.shedding == nil {
+		st.shedding = map[string]time.Time{}
+	}
+	for _, g := range state.Groups() {
+		if d := g.Desired; d != nil && d.Home != g.Home {
+			st.shedding[g.Home] = now
+		}
+	}
+	return st.shedding
 }
 
 // Status is what the last round saw and did.
@@ -383,7 +404,7 @@ func (m *Manager) round(ctx context.Context, st *runState, event bool) {
 		st.plan = m.seed(state, now)
 		m.log.Info("placement manager starts: this node leads the metadata group", "cooling", len(st.plan.LastMove))
 	}
-	snap, view := m.snapshot(state, now, &st.topics)
+	snap, view := m.snapshot(state, now, &st.topics, st.relieving(state, now))
 	snap.Round = st.plan.Round + 1
 	if event {
 		if !view.urgent {

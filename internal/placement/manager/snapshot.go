@@ -70,7 +70,13 @@ const maxStatusTopics = 16
 
 // snapshot builds the planner's input from the fresh reports and the
 // metadata.
-func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (placement.Snapshot, view) {
+//
+// A node groups were decided away from (shedding: when that was last
+// seen) counts as loaded up to the threshold, not over it, until a report
+// covers only time after that: its measured load still includes what the
+// planner takes as gone, so it is neither shed from again on that load nor
+// chosen as a home.
+func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups, shedding map[string]time.Time) (placement.Snapshot, view) {
 	m.mu.Lock()
 	fresh := make([]*received, 0, len(m.mu.reports))
 	for id, rc := range m.mu.reports {
@@ -98,6 +104,13 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 		dims = len(c.Vec)
 		id := placement.NodeID(rc.r.Node)
 		l := rc.r.Load
+		if t, ok := shedding[rc.r.Node]; ok {
+			if rc.at.Add(-rc.r.Window).After(t) {
+				delete(shedding, rc.r.Node) // a report of after the decisions: its load is real
+			} else {
+				l = m.capped(l)
+			}
+		}
 		snap.Nodes = append(snap.Nodes, placement.Node{
 			ID: id, Coord: c, Load: placement.Load{CPU: l.CPU, Memory: l.Memory, Network: l.Network},
 			Rate: l.MsgIn + l.MsgOut, OutRate: l.MsgOut,
@@ -179,6 +192,19 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 		})
 	}
 	return snap, v
+}
+
+// capped is l with every quantity over its limit lowered to the limit.
+func (m *Manager) capped(l monitor.Load) monitor.Load {
+	limit := m.cfg.Planner.Overload
+	if limit <= 0 {
+		limit = 0.85
+	}
+	l.CPU, l.Memory, l.Network = min(l.CPU, limit), min(l.Memory, limit), min(l.Network, limit)
+	if r := m.cfg.Planner.MaxOutRate; r > 0 {
+		l.MsgOut = min(l.MsgOut, r)
+	}
+	return l
 }
 
 func merge(side map[placement.NodeID]*entry, node placement.NodeID, s monitor.Side) {
