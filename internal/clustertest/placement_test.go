@@ -93,10 +93,12 @@ func TestPlacementFollowsMovingSwarm(t *testing.T) {
 			}
 			gid = g.ID
 			gs, ok := plGroup(mgr.Status(), g.ID)
-			return ok && g.Home == "n1" && gs.Producers > 0 && gs.Consumers > 0 && !gs.Violated
+			// Rates: the publishes (Published) and the feed's records
+			// for the subscribers (Delivered) were counted.
+			return ok && g.Home == "n1" && gs.Producers == 1 && gs.Consumers == 2 && gs.Rates.In > 0 && gs.Rates.Out > 0 && !gs.Violated
 		})
 		before, _ := plGroup(mgr.Status(), gid)
-		t.Logf("in Seattle: home %s, E(t) %v, Lth %v", before.Home, before.Worst, before.Threshold)
+		t.Logf("in Seattle: home %s, E(t) %v, Lth %v, rates in %.1f/s, out %.1f/s", before.Home, before.Worst, before.Threshold, before.Rates.In, before.Rates.Out)
 		if before.Threshold != lth {
 			t.Fatalf("Lth %v, want the rule's latency_ms %v", before.Threshold, lth)
 		}
