@@ -61,6 +61,7 @@ type clusterParts struct {
 	feeds      *delivery.Feeds        // sequenced records to local subscribers
 	migrations *migration.Driver      // moves groups this node is home of (migration.go)
 	receiver   *migration.Receiver    // takes groups handed over to this node
+	placement  *placementParts        // live placement (placement.go)
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -90,7 +91,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.registerSelf(self)
-		return n.startGroups(cp, nil, nil)
+		if err := n.startGroups(cp, nil, nil); err != nil {
+			return err
+		}
+		return n.startPlacement(cp)
 	}
 
 	var peerTLS *tls.Config
@@ -181,6 +185,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	if err := n.startGroups(cp, groupLn, peerTLS); err != nil {
+		return err
+	}
+	if err := n.startPlacement(cp); err != nil {
 		return err
 	}
 	n.broker.SetRemote(cp.layer.Remote())
