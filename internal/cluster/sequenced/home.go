@@ -21,6 +21,11 @@ import (
 // layer's request limit.
 const turnTimeout = 10 * time.Second
 
+// outcomeWait bounds how long a batch whose caller gave up is still
+// counted by a fence, waiting for its outcome: longer than a replicated
+// leader keeps a command without a majority (its lease).
+const outcomeWait = 5 * time.Second
+
 // Groups is this node's replicas as the home side needs them
 // (*replicas.Set).
 type Groups interface {
@@ -114,8 +119,14 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 	res, err := p.Wait(ctx)
 	if err != nil {
 		// The caller gave up, but the command may still be applied: a
-		// fence counts it until its outcome is known.
-		<-p.Done()
+		// fence counts it until its outcome is known (bounded, so that a
+		// node stopping is never held up by a replica that cannot answer).
+		t := h.clock.NewTimer(outcomeWait)
+		select {
+		case <-p.Done():
+		case <-t.C():
+		}
+		t.Stop()
 	}
 	h.end(req.Group)
 	switch {
