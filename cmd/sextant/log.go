@@ -28,7 +28,7 @@ type LogCmd struct {
 type LogFlags struct {
 	AdminFlags
 	Format string `name:"format" enum:"text,json" default:"text" help:"text: one line per record (index, time, QoS, payload, user properties); json: one JSON object per line (jq-friendly)."`
-	Local  bool   `name:"local" help:"Read the answering node's replica when it has one (may lag the home by what it has not applied yet) instead of the group's home."`
+	Read   string `name:"read" enum:"linearizable,home,local" default:"linearizable" help:"linearizable: at the group's leader after a Raft barrier (sees every acknowledged record; fails while the group has no majority); home: the home's replica without a barrier (answers during an outage, may lag); local: the answering node's replica when it has one."`
 }
 
 // logFrom checks a --from value: an index (1 and up), earliest or latest.
@@ -67,7 +67,7 @@ func (c *LogGetCmd) Run(e *env) error {
 	from, left := c.From, c.Limit
 	var page adminapi.LogPage
 	for left > 0 {
-		page, err = cl.LogMessages(ctx, c.Topic, client.LogQuery{From: from, Limit: min(left, adminapi.MaxLogLimit), Local: c.Local})
+		page, err = cl.LogMessages(ctx, c.Topic, client.LogQuery{From: from, Limit: min(left, adminapi.MaxLogLimit), Read: c.Read})
 		if err != nil {
 			return logError(c.Topic, err)
 		}
@@ -97,7 +97,7 @@ type LogLatestCmd struct {
 
 func (c *LogLatestCmd) Run(e *env) error {
 	return c.call(e, inspectTimeout, func(ctx context.Context, cl *client.Client) error {
-		page, err := cl.LogMessages(ctx, c.Topic, client.LogQuery{From: "latest", Limit: 1, Local: c.Local})
+		page, err := cl.LogMessages(ctx, c.Topic, client.LogQuery{From: "latest", Limit: 1, Read: c.Read})
 		if err != nil {
 			return logError(c.Topic, err)
 		}
@@ -147,7 +147,7 @@ func (c *LogTailCmd) Run(e *env) error {
 	var failing error
 	for {
 		ctx, cancel := context.WithTimeout(e.ctx, inspectTimeout)
-		page, err := cl.LogMessages(ctx, c.Topic, client.LogQuery{From: from, Limit: adminapi.MaxLogLimit, Local: c.Local})
+		page, err := cl.LogMessages(ctx, c.Topic, client.LogQuery{From: from, Limit: adminapi.MaxLogLimit, Read: c.Read})
 		cancel()
 		switch {
 		case e.ctx.Err() != nil:

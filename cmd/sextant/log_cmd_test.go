@@ -79,6 +79,11 @@ func TestLogCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Index != 6 || rec.PayloadBase64 != "/wA=" {
 		t.Fatalf("log get --from latest --format json: %d %q", code, out)
 	}
+	for _, read := range []string{"home", "local"} {
+		if code, out, errOut := runCLI(t, "log", "get", "orders/eu", "--read", read, "--admin", admin); code != 0 || strings.Count(out, "\n") != 6 {
+			t.Fatalf("log get --read %s: %d %q %q", read, code, out, errOut)
+		}
+	}
 	code, out, _ = runCLI(t, "log", "latest", "orders/eu", "--admin", admin)
 	if code != 0 || !strings.Contains(out, "indexes 1..6 (6 held)") || !strings.Contains(out, "replicas "+n.Cfg.NodeID) {
 		t.Fatalf("log latest: %d %q", code, out)
@@ -96,6 +101,7 @@ func TestLogCommands(t *testing.T) {
 		{[]string{"log", "get", "orders/+"}, "HTTP 400"},
 		{[]string{"log", "get", "orders/eu", "--from", "0"}, "want an index (1 and up), earliest or latest"},
 		{[]string{"log", "get", "orders/eu", "--format", "xml"}, "--format"},
+		{[]string{"log", "get", "orders/eu", "--read", "any"}, "--read"},
 		{[]string{"log", "tail", "fleet/x"}, "is not a sequenced topic"},
 	} {
 		code, _, errOut := runCLI(t, append(c.args, "--admin", admin)...)

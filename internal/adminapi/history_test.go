@@ -124,11 +124,13 @@ func TestHistoryTopic(t *testing.T) {
 	if tl.Topic != "sensors/t1" || tl.First != 1 || tl.Latest != 4 || tl.Home != "n2" || tl.Epoch != 2 || len(tl.Replicas) != 3 {
 		t.Fatalf("topic log: %+v", tl)
 	}
-	if h.reads[len(h.reads)-1] != adminapi.ReadHome {
-		t.Fatal("a read without read= did not go to the home")
+	if h.reads[len(h.reads)-1] != adminapi.ReadLinearizable {
+		t.Fatal("a read without read= is not linearizable")
 	}
-	if code, _ := call(t, s, "GET", "/v1/topics/sensors%2Ft1?read=local", &tl); code != 200 || h.reads[len(h.reads)-1] != adminapi.ReadLocal {
-		t.Fatalf("read=local: status %d, reads %v", code, h.reads)
+	for q, want := range map[string]adminapi.Where{"linearizable": adminapi.ReadLinearizable, "home": adminapi.ReadHome, "local": adminapi.ReadLocal} {
+		if code, _ := call(t, s, "GET", "/v1/topics/sensors%2Ft1?read="+q, &tl); code != 200 || h.reads[len(h.reads)-1] != want {
+			t.Fatalf("read=%s: status %d, reads %v", q, code, h.reads)
+		}
 	}
 	// Topics the mux would clean: empty levels, a last level "messages".
 	for _, topic := range []string{"a//b", "/lead", "trail/", "x/messages"} {
