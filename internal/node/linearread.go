@@ -184,6 +184,13 @@ func (n *Node) askLinearRead(ctx context.Context, node string, req linearReadReq
 	if cp == nil || cp.layer == nil {
 		return linearReadResponse{}, fmt.Errorf("no link to %s: this node runs alone", node)
 	}
+	// A link that is down now fails at once (the read asks the next
+	// replica, and this one again at its next round) rather than wait for
+	// it to come back: after a home's death its replicas still name it as
+	// leader for a moment.
+	if l := cp.layer.Peers().Link(node); l == nil || !l.Up() {
+		return linearReadResponse{}, fmt.Errorf("no connected link to %s", node)
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return linearReadResponse{}, err
