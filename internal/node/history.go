@@ -16,7 +16,8 @@ import (
 // SetTokens).
 func (n *Node) newAdminAPI() *adminapi.Server {
 	return adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n).
-		WithInspector(inspector{n}).WithKick(inspector{n}).WithHistory(historyAPI{n}).WithGroups(groupsAPI{n})
+		WithInspector(inspector{n}).WithKick(inspector{n}).WithHistory(historyAPI{n}).WithGroups(groupsAPI{n}).
+		WithMigrations(migrator{n}).WithPlacement(n)
 }
 
 // AdminHandler returns a new admin API handler on the node, open (no
