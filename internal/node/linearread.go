@@ -288,3 +288,13 @@ func linearAnswer(g fsm.Group, topic, node string, resp linearReadResponse) (adm
 	}
 	return tl, resp.Records, nil
 }
+
+// ReadLinearizable is the admin API's linearizable history read, for
+// in-process tests and checkers: topic's bounds and, with limit > 0 (at
+// most adminapi.MaxLogLimit), its records from index from (0: the first
+// held), read at the group's leader after a barrier. Errors wrap
+// adminapi.ErrNotSequenced, ErrUnknownTopic, ErrUnavailable, or are an
+// *adminapi.CompactedError.
+func (n *Node) ReadLinearizable(ctx context.Context, topic string, from uint64, limit int) (adminapi.TopicLog, []adminapi.LogRecord, error) {
+	return n.readLinear(ctx, topic, from, min(max(limit, 0), adminapi.MaxLogLimit))
+}
