@@ -240,5 +240,10 @@ func TestLinearizableReadsAcrossAPartition(t *testing.T) {
 		if len(p.Messages) != 1 || p.Messages[0].Payload != "after the cut" {
 			t.Fatalf("record 6 after the heal: %+v", p)
 		}
+		// The same read in process, as a checker does it.
+		tl, recs, err := c.Node(other).Node.ReadLinearizable(t.Context(), "lin/a", 6, 10)
+		if err != nil || len(recs) != 1 || recs[0].Payload != "after the cut" || tl.Latest != 6 {
+			t.Fatalf("ReadLinearizable: %+v %+v %v", tl, recs, err)
+		}
 	})
 }
