@@ -168,6 +168,15 @@ type History interface {
 	LogRecords(ctx context.Context, topic string, from uint64, limit int, where Where) ([]LogRecord, TopicLog, error)
 }
 
+// LatestReader is what a History may offer to read a topic's latest
+// records in one read (from=latest); without it ReadLog asks for the
+// bounds, then the records.
+type LatestReader interface {
+	// LatestRecords reads the latest record of topic (none when
+	// retention removed every one), with the log's bounds.
+	LatestRecords(ctx context.Context, topic string, where Where) ([]LogRecord, TopicLog, error)
+}
+
 // historyTimeout bounds one history read, remote ones included.
 const historyTimeout = 10 * time.Second
 
@@ -342,9 +351,23 @@ func ReadLog(ctx context.Context, h History, req LogRequest) (LogPage, error) {
 	case req.FromEarliest:
 		from = 0 // the first held
 	case req.FromLatest:
+		if lr, ok := h.(LatestReader); ok {
+			recs, info, err := lr.LatestRecords(ctx, req.Topic, req.Where)
+			if err != nil {
+				return LogPage{}, err
+			}
+			page := LogPage{TopicLog: info, From: max(info.Latest, 1), Next: info.Latest + 1, Messages: recs}
+			if page.Messages == nil {
+				page.Messages = []LogRecord{}
+			}
+			return page, nil
+		}
 		info, err := h.TopicLog(ctx, req.Topic, req.Where)
 		if err != nil {
 			return LogPage{}, err
+		}
+		if info.Count == 0 { // retention removed every record
+			return LogPage{TopicLog: info, From: info.Latest + 1, Next: info.Latest + 1, Messages: []LogRecord{}}, nil
 		}
 		from = max(info.Latest, 1)
 	}

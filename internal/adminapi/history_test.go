@@ -91,6 +91,7 @@ func newHistoryServer(t testing.TB) (*adminapi.Server, *fakeHistory) {
 		"/lead":      {first: 1, payloads: [][]byte{[]byte("y")}},
 		"trail/":     {first: 1, payloads: [][]byte{[]byte("z")}},
 		"x/messages": {first: 1, payloads: [][]byte{[]byte("m")}},
+		"emptied":    {first: 8}, // retention removed records 1 to 7
 	}}
 	s := adminapi.New(statusNode{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)).WithHistory(h)
 	return s, h
@@ -171,6 +172,10 @@ func TestHistoryMessages(t *testing.T) {
 	call(t, s, "GET", "/v1/topics/old/messages", &p)
 	if len(p.Messages) != 2 || p.From != 5 || p.Messages[0].Index != 5 {
 		t.Fatalf("earliest after retention: %+v", p)
+	}
+	p = adminapi.LogPage{}
+	if code, eb := call(t, s, "GET", "/v1/topics/emptied/messages?from=latest", &p); code != 200 || len(p.Messages) != 0 || p.Next != 8 || p.Count != 0 {
+		t.Fatalf("latest of a log retention emptied: %d %+v %+v", code, eb, p)
 	}
 	call(t, s, "GET", "/v1/topics/x%2Fmessages/messages", &p)
 	if p.Topic != "x/messages" || len(p.Messages) != 1 {

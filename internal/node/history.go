@@ -28,7 +28,24 @@ func (n *Node) AdminHandler() http.Handler { return n.newAdminAPI() }
 // historyAPI adapts the delivery layer's history reader to the admin API.
 type historyAPI struct{ n *Node }
 
-var _ adminapi.History = historyAPI{}
+var (
+	_ adminapi.History      = historyAPI{}
+	_ adminapi.LatestReader = historyAPI{}
+)
+
+// LatestRecords implements adminapi.LatestReader: a linearizable read of
+// the latest record takes one barrier, not two.
+func (h historyAPI) LatestRecords(ctx context.Context, topic string, w adminapi.Where) ([]adminapi.LogRecord, adminapi.TopicLog, error) {
+	if w == adminapi.ReadLinearizable {
+		tl, recs, err := h.n.readLinearReq(ctx, linearReadRequest{Topic: topic, Limit: 1, Latest: true})
+		return recs, tl, err
+	}
+	tl, err := h.TopicLog(ctx, topic, w)
+	if err != nil || tl.Count == 0 {
+		return nil, tl, err // retention removed every record: none
+	}
+	return h.LogRecords(ctx, topic, tl.Latest, 1, w)
+}
 
 func (h historyAPI) reader() (*delivery.History, error) {
 	hr := h.n.History()

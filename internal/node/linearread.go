@@ -54,6 +54,8 @@ type linearReadRequest struct {
 	Topic string `json:"topic"`
 	From  uint64 `json:"from"`  // 0: the first held
 	Limit int    `json:"limit"` // 0: bounds only
+	// Latest reads from the latest index (From is ignored).
+	Latest bool `json:"latest,omitempty"`
 }
 
 type linearReadResponse struct {
@@ -149,6 +151,9 @@ func (n *Node) linearRead(ctx context.Context, req linearReadRequest) linearRead
 	if from == 0 {
 		from = first
 	}
+	if req.Latest {
+		from = max(last, first)
+	}
 	if from < first {
 		resp.Compacted = true
 		return resp
@@ -207,6 +212,13 @@ func (n *Node) askLinearRead(ctx context.Context, node string, req linearReadReq
 // first, then whichever node the replicas name as leader, then the other
 // voters, again and again (with a back-off) until one answers or ctx ends.
 func (n *Node) readLinear(ctx context.Context, topic string, from uint64, limit int) (adminapi.TopicLog, []adminapi.LogRecord, error) {
+	return n.readLinearReq(ctx, linearReadRequest{Topic: topic, From: from, Limit: limit})
+}
+
+// readLinearReq is readLinear for a request whose group is filled in
+// here.
+func (n *Node) readLinearReq(ctx context.Context, req linearReadRequest) (adminapi.TopicLog, []adminapi.LogRecord, error) {
+	topic := req.Topic
 	cp := n.cluster
 	if cp == nil || cp.meta == nil {
 		return adminapi.TopicLog{}, nil, fmt.Errorf("%w: the node is not serving yet", adminapi.ErrUnavailable)
@@ -223,7 +235,7 @@ func (n *Node) readLinear(ctx context.Context, topic string, from uint64, limit 
 		if !ok {
 			return adminapi.TopicLog{}, nil, fmt.Errorf("%w: %s", adminapi.ErrUnknownTopic, topic)
 		}
-		req := linearReadRequest{Group: g.ID, Topic: topic, From: from, Limit: limit}
+		req.Group = g.ID
 		// This node's own replica, if any, answers at once with the leader
 		// it knows of: fresher than the record's home during a failover.
 		queue := append([]string{g.Home}, g.Voters...)
