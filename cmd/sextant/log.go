@@ -28,8 +28,10 @@ type LogCmd struct {
 type LogFlags struct {
 	AdminFlags
 	Format string `name:"format" enum:"text,json" default:"text" help:"text: one line per record (index, time, QoS, payload, user properties); json: one JSON object per line (jq-friendly)."`
-	Read   string `name:"read" enum:"linearizable,home,local" default:"linearizable" help:"linearizable: at the group's leader after a Raft barrier (sees every acknowledged record; fails while the group has no majority); home: the home's replica without a barrier (answers during an outage, may lag); local: the answering node's replica when it has one."`
 }
+
+// readHelp describes --read.
+const readHelp = "linearizable: at the group's leader after a Raft barrier (sees every acknowledged record; fails while the group has no majority); home: the home's replica without a barrier (answers during an outage, may lag); local: the answering node's replica when it has one."
 
 // logFrom checks a --from value: an index (1 and up), earliest or latest.
 func logFrom(s string) error {
@@ -48,6 +50,7 @@ type LogGetCmd struct {
 	Topic string `arg:"" name:"topic" help:"The topic (a name, not a filter)."`
 	From  string `name:"from" default:"earliest" help:"First index to print: a number, earliest or latest." placeholder:"N|earliest|latest"`
 	Limit int    `name:"limit" short:"n" default:"100" help:"At most this many records (read in pages of up to 1000)."`
+	Read  string `name:"read" enum:"linearizable,home,local" default:"linearizable" help:"${read_help}"`
 }
 
 func (c *LogGetCmd) Run(e *env) error {
@@ -93,6 +96,7 @@ func (c *LogGetCmd) Run(e *env) error {
 type LogLatestCmd struct {
 	LogFlags
 	Topic string `arg:"" name:"topic" help:"The topic (a name, not a filter)."`
+	Read  string `name:"read" enum:"linearizable,home,local" default:"linearizable" help:"${read_help}"`
 }
 
 func (c *LogLatestCmd) Run(e *env) error {
@@ -126,6 +130,9 @@ type LogTailCmd struct {
 	LogFlags
 	Topic string `arg:"" name:"topic" help:"The topic (a name, not a filter)."`
 	From  string `name:"from" default:"latest" help:"First index to print: a number, earliest or latest." placeholder:"N|earliest|latest"`
+	// Tail asks by index, so a replica that lags only delays a record,
+	// never skips one: it reads the home without a barrier by default.
+	Read string `name:"read" enum:"linearizable,home,local" default:"home" help:"${read_help}"`
 }
 
 // Tail's polling back-off.
