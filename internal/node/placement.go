@@ -20,7 +20,7 @@ import (
 // (docs/design/placement-live.md). The cluster layer's service methods
 // start at 32: 32 the publish path's, 33 to 35 the feeds', 40 the
 // migration executor's handovers, 44 and 45 live placement's, 48 the
-// groups' figures, 49 linearizable history reads. The layer refuses a method registered twice.
+// groups' figures. The layer refuses a method registered twice.
 const methodPlacementReport byte = 44
 
 // methodPlacementStatus asks a node for its placement manager's last
