@@ -225,14 +225,26 @@ func (n *Node) readLinearReq(ctx context.Context, req linearReadRequest) (admina
 	}
 	wait := linearRetryMin
 	var lastErr error
+	synced := false
 	for {
 		st := cp.meta.State()
-		gid, _, ok := st.GroupFor(topic)
-		if !ok {
+		gid, _, sequenced := st.GroupFor(topic)
+		g, known := st.Group(gid)
+		if (!sequenced || !known) && !synced {
+			// This node's copy of the metadata may lag: a rule or a group
+			// created elsewhere, and already used by an acknowledged
+			// publish, may not have reached it. Catch up with the
+			// metadata leader before answering that there is none.
+			if err := n.syncMeta(ctx); err != nil {
+				return adminapi.TopicLog{}, nil, fmt.Errorf("%w: the metadata leader could not be asked whether %s has a log: %v", adminapi.ErrUnavailable, topic, err)
+			}
+			synced = true
+			continue
+		}
+		if !sequenced {
 			return adminapi.TopicLog{}, nil, fmt.Errorf("%w: %s", adminapi.ErrNotSequenced, topic)
 		}
-		g, ok := st.Group(gid)
-		if !ok {
+		if !known {
 			return adminapi.TopicLog{}, nil, fmt.Errorf("%w: %s", adminapi.ErrUnknownTopic, topic)
 		}
 		req.Group = g.ID
@@ -309,4 +321,65 @@ func linearAnswer(g fsm.Group, topic, node string, resp linearReadResponse) (adm
 // *adminapi.CompactedError.
 func (n *Node) ReadLinearizable(ctx context.Context, topic string, from uint64, limit int) (adminapi.TopicLog, []adminapi.LogRecord, error) {
 	return n.readLinear(ctx, topic, from, min(max(limit, 0), adminapi.MaxLogLimit))
+}
+
+// methodMetaApplied asks a node, as the metadata group's leader, for the
+// index its copy of the metadata has applied (JSON answer).
+const methodMetaApplied byte = 50
+
+type metaAppliedResponse struct {
+	Leader  bool   `json:"leader"`
+	Applied uint64 `json:"applied"`
+}
+
+func decodeMetaApplied(b []byte) (metaAppliedResponse, error) {
+	var resp metaAppliedResponse
+	if len(b) > 1<<10 {
+		return resp, fmt.Errorf("node: meta applied answer of %d bytes", len(b))
+	}
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return resp, fmt.Errorf("node: meta applied answer: %w", err)
+	}
+	return resp, nil
+}
+
+// serveMetaApplied answers methodMetaApplied.
+func (n *Node) serveMetaApplied(context.Context, string, []byte) ([]byte, error) {
+	m := n.cluster.meta
+	return json.Marshal(metaAppliedResponse{Leader: m.IsLeader(), Applied: m.State().Applied()})
+}
+
+// syncMeta waits until this node's copy of the metadata has applied what
+// the metadata leader had applied when asked: every change acknowledged
+// before (a proposal's result comes after the leader applied it).
+func (n *Node) syncMeta(ctx context.Context) error {
+	cp := n.cluster
+	m := cp.meta
+	if m.IsLeader() {
+		return nil
+	}
+	leader, _ := m.Leader()
+	switch {
+	case leader == "":
+		return errors.New("no metadata leader known")
+	case leader == n.cfg.NodeID || cp.layer == nil:
+		return nil
+	}
+	if l := cp.layer.Peers().Link(leader); l == nil || !l.Up() {
+		return fmt.Errorf("no connected link to the metadata leader %s", leader)
+	}
+	cctx, cancel := context.WithTimeout(ctx, linearCallTimeout)
+	defer cancel()
+	ans, err := cp.layer.Peers().Call(cctx, leader, methodMetaApplied, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := decodeMetaApplied(ans)
+	if err != nil {
+		return err
+	}
+	if !resp.Leader {
+		return fmt.Errorf("%s does not lead the metadata group any more", leader)
+	}
+	return m.Wait(cctx, resp.Applied)
 }
