@@ -97,8 +97,11 @@ func TestSequencedChecker(t *testing.T) {
 		return
 	}
 	ops := run.Lin.History(final)
-	if err := run.Lin.CheckLinearizable(final, t.TempDir(), 2*time.Minute); err != nil {
+	if err := run.Lin.CheckLinearizable(final, "", 2*time.Minute); err != nil {
 		t.Error(err)
+		for _, s := range run.Lin.Stale(final, 10) {
+			t.Errorf("stale read: %s", s)
+		}
 	} else {
 		t.Logf("linearizable: %d operations (%d history reads)", len(ops), run.Lin.Reads())
 	}
@@ -261,12 +264,27 @@ func checkerRun(t *testing.T, seed uint64, steps int, run *SeqRun) map[string][]
 	final := readFinalLogs(t, c, chkTopics)
 	for i := range nodes {
 		n := c.Node(i)
-		if !waitFor("", func() bool {
-			mine, err := readLogs(n.Current(), chkTopics, delivery.ReadAny)
-			return err == nil && equalLogs(mine, final)
-		}) {
-			mine, err := readLogs(n.Current(), chkTopics, delivery.ReadAny)
-			t.Errorf("%s's replica does not hold the home's logs (%s) within %v: %s, %v", n.ID, describeLogs(final), Timeout, describeLogs(mine), err)
+		caughtUp := waitFor("", func() bool {
+			for _, topic := range chkTopics {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				info, err := n.Current().History().Topic(ctx, topic, delivery.ReadAny)
+				cancel()
+				if err != nil || info.ServedBy != n.ID || info.Latest != uint64(len(final[topic])) {
+					return false
+				}
+			}
+			return true
+		})
+		mine, err := readLogs(n.Current(), chkTopics, delivery.ReadAny)
+		switch {
+		case !caughtUp || err != nil:
+			t.Errorf("%s's replica has not caught up with the home's logs (%s) within %v: %s, %v", n.ID, describeLogs(final), Timeout, describeLogs(mine), err)
+		default:
+			for _, topic := range chkTopics {
+				if d := firstDifference(mine[topic], final[topic]); d >= 0 {
+					t.Errorf("%s's replica differs from the home's log of %s at index %d", n.ID, topic, d+1)
+				}
+			}
 		}
 	}
 	stopSubscribers()
@@ -399,7 +417,8 @@ func connectAny(c *Cluster, id string, home, attempt int) *Client {
 func checkerReader(c *Cluster, run *SeqRun, client int, rng *rand.Rand, stop <-chan struct{}) {
 	seen := map[string]uint64{}
 	for sleepOrStop(stop, chkReadGap) {
-		n := c.Node(rng.IntN(len(c.Nodes()))).Current()
+		cn := c.Node(rng.IntN(len(c.Nodes())))
+		n := cn.Current()
 		if n == nil {
 			continue
 		}
@@ -410,30 +429,31 @@ func checkerReader(c *Cluster, run *SeqRun, client int, rng *rand.Rand, stop <-c
 			info, err := n.History().Topic(ctx, topic, delivery.ReadHome)
 			switch {
 			case err == nil:
-				run.Lin.Latest(client, topic, call, info.Latest)
+				run.Lin.Latest(client, topic, call, info.Latest, fmt.Sprintf("via %s, served by %s", cn.ID, info.ServedBy))
 				seen[topic] = max(seen[topic], info.Latest)
 			case errors.Is(err, delivery.ErrUnknownTopic):
-				run.Lin.Latest(client, topic, call, 0)
+				run.Lin.Latest(client, topic, call, 0, "via "+cn.ID+": unknown topic")
 			}
 			cancel()
 			continue
 		}
 		lo := max(int(seen[topic])-4, 1)
 		idx := uint64(lo + rng.IntN(8))
-		recs, _, err := n.History().Messages(ctx, topic, idx, 1, delivery.ReadHome)
+		recs, info, err := n.History().Messages(ctx, topic, idx, 1, delivery.ReadHome)
 		cancel()
+		note := fmt.Sprintf("via %s, served by %s (latest %d)", cn.ID, info.ServedBy, info.Latest)
 		switch {
 		case err == nil && len(recs) == 0:
-			run.Lin.Read(client, topic, idx, call, false, "")
+			run.Lin.Read(client, topic, idx, call, false, "", note)
 		case err == nil && recs[0].Index == idx:
-			run.Lin.Read(client, topic, idx, call, true, string(recs[0].Message.Payload))
+			run.Lin.Read(client, topic, idx, call, true, string(recs[0].Message.Payload), note)
 			seen[topic] = max(seen[topic], idx)
 		case err == nil:
 			// A record other than the one asked for: a read that
 			// answers with the wrong index is a wrong answer.
-			run.Lin.Read(client, topic, idx, call, true, fmt.Sprintf("<index %d: %s>", recs[0].Index, recs[0].Message.Payload))
+			run.Lin.Read(client, topic, idx, call, true, fmt.Sprintf("<index %d: %s>", recs[0].Index, recs[0].Message.Payload), note)
 		case errors.Is(err, delivery.ErrUnknownTopic):
-			run.Lin.Read(client, topic, idx, call, false, "")
+			run.Lin.Read(client, topic, idx, call, false, "", note)
 		}
 	}
 }
@@ -497,16 +517,15 @@ func readLogs(n historyReader, topics []string, where delivery.Read) (map[string
 	return out, nil
 }
 
-func equalLogs(a, b map[string][]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
+// firstDifference is the first position where a and b differ, -1 if
+// they are equal.
+func firstDifference(a, b []string) int {
+	for i := range max(len(a), len(b)) {
+		if i >= len(a) || i >= len(b) || a[i] != b[i] {
+			return i
 		}
 	}
-	return true
+	return -1
 }
 
 func describeLogs(logs map[string][]string) string {

@@ -117,7 +117,15 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		Stream:  ly,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  logging.Hclog(log, "raft-net", e.repeats),
+		// No pipelined replication: in the Raft library's pipeline, a
+		// follower's failed append (Success=false) ends the decoder while
+		// the sender may be parked on a full in-progress channel that only
+		// it would close, so the leader stops sending that follower
+		// entries (heartbeats go on, so no election heals it) and its
+		// Shutdown waits forever (hashicorp/raft#612). Found by
+		// clustertest.TestSequencedChecker; batching keeps throughput.
+		MaxRPCsInFlight: 1,
+		Logger:          logging.Hclog(log, "raft-net", e.repeats),
 	})
 	closers = append(closers, trans.Close)
 
@@ -413,6 +421,19 @@ func (g *Group[R]) Leader() Leader {
 
 // IsLeader reports whether this replica leads the group.
 func (g *Group[R]) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+// ReadBarrier: see Replica. A barrier entry, committed in the leader's
+// term by a majority, is applied after every entry before it: a leader
+// cut off from the others (which may have elected another and committed
+// more) never gets it committed, and a new leader that has not applied
+// its predecessors' last entries yet applies them first. It costs one
+// log entry, which history reads can afford.
+func (g *Group[R]) ReadBarrier(ctx context.Context) error {
+	if g.raft.State() != raft.Leader {
+		return g.notLeader()
+	}
+	return g.wrap("read barrier", g.await(ctx, g.raft.Barrier(0)))
+}
 
 // Leadership delivers the leader each time it changes, as this replica
 // learns it (including "none known" during an election). The channel holds
