@@ -335,24 +335,24 @@ func (f *Feeds) join(rp *replay, next uint64) joinResult {
 	switch {
 	case next == 0:
 		// Nothing to replay: live deliveries resume at the feed's place.
-		if fd != nil && fd.busy {
+		if fd != nil && fd.delivering {
 			return feedBusy
 		}
 	case fd == nil:
 		// The manager has not opened the feed yet: open it here, where
 		// the replay ended, and have the manager give it its source.
-		fd = &feed{id: rp.key.group, next: next, since: f.clock.Now()}
+		fd = &feed{id: rp.key.group, next: next, delivered: next, since: f.clock.Now()}
 		f.mu.feeds[fd.id] = fd
 		f.metrics.feeds.Inc()
 		select {
 		case f.wake <- struct{}{}:
 		default:
 		}
-	case fd.busy:
+	case fd.delivering:
 		return feedBusy
 	case fd.next == 0:
-		fd.next = next
-	case fd.next > next:
+		fd.next, fd.delivered = next, next
+	case fd.delivered > next:
 		return feedAhead
 	}
 	if f.mu.replays[rp.key] == rp {
