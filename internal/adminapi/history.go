@@ -143,8 +143,9 @@ type LogPage struct {
 type Where int
 
 const (
-	// ReadHome reads the group's home (another voter while it does not
-	// answer): it holds every acknowledged record.
+	// ReadHome reads the group's leader (asked at the home, then at the
+	// other voters) after a read barrier: linearizable, it holds every
+	// record acknowledged before the read began.
 	ReadHome Where = iota
 	// ReadLocal reads this node's replica when it has one (it may lag the
 	// home by what it has not applied yet), else the home's.

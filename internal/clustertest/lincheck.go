@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -297,11 +298,14 @@ func (r *LinRecorder) Stale(final map[string][]string, limit int) []string {
 	return out
 }
 
+// ErrNoVerdict: porcupine did not finish within its time.
+var ErrNoVerdict = errors.New("linearizability: no verdict")
+
 // CheckLinearizable checks the recorded history against the final logs.
 // On a violation it writes porcupine's visualization into dir (a new
 // directory under the system's temporary one when dir is "", kept after
-// the test) and returns an error naming the file; a check that does not finish within
-// timeout is reported as such (an error too: the history should be easy).
+// the test) and returns an error naming the file; a check that does not
+// finish within timeout returns ErrNoVerdict (not a violation).
 func (r *LinRecorder) CheckLinearizable(final map[string][]string, dir string, timeout time.Duration) error {
 	ops := r.History(final)
 	res, info := porcupine.CheckOperationsVerbose(LogModel, ops, timeout)
@@ -309,7 +313,7 @@ func (r *LinRecorder) CheckLinearizable(final map[string][]string, dir string, t
 	case porcupine.Ok:
 		return nil
 	case porcupine.Unknown:
-		return fmt.Errorf("linearizability: no verdict within %v over %d operations", timeout, len(ops))
+		return fmt.Errorf("%w within %v over %d operations", ErrNoVerdict, timeout, len(ops))
 	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "sextant-lincheck-")
