@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sextantmq/sextant/internal/delivery"
+	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 )
 
@@ -474,8 +474,9 @@ func ConnectConn(t testing.TB, conn net.Conn, id string, o ConnectOptions) (*Cli
 }
 
 // SeqTarget returns the cluster as a target of the checker's clients:
-// clients connect from a node's own host, history reads go through
-// Node.History from the group's leader (ReadHome).
+// clients connect from a node's own host, history reads are the node's
+// linearizable reads (Node.ReadLinearizable: at the group's leader after
+// a barrier, what the admin API serves by default).
 func (c *Cluster) SeqTarget() SeqTarget { return memTarget{c} }
 
 type memTarget struct{ c *Cluster }
@@ -496,17 +497,17 @@ func (m memTarget) Records(ctx context.Context, i int, topic string, from uint64
 	if n == nil {
 		return nil, 0, "", errors.New("not running")
 	}
-	recs, info, err := n.History().Messages(ctx, topic, from, limit, delivery.ReadHome)
-	note := "served by " + info.ServedBy
+	tl, recs, err := n.ReadLinearizable(ctx, topic, from, limit)
+	note := "served by " + tl.ServedBy
 	switch {
-	case errors.Is(err, delivery.ErrUnknownTopic):
+	case errors.Is(err, adminapi.ErrUnknownTopic):
 		return nil, 0, note + ": unknown topic", nil
 	case err != nil:
 		return nil, 0, note, err
 	}
 	out := make([]SeqRecord, len(recs))
 	for k, r := range recs {
-		out[k] = SeqRecord{Index: r.Index, Payload: string(r.Message.Payload)}
+		out[k] = SeqRecord{Index: r.Index, Payload: r.Payload}
 	}
-	return out, info.Latest, fmt.Sprintf("%s (latest %d)", note, info.Latest), nil
+	return out, tl.Latest, fmt.Sprintf("%s (latest %d)", note, tl.Latest), nil
 }

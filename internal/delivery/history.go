@@ -78,10 +78,8 @@ const (
 	// ReadAny reads this node's replica of the group if it has one (it may
 	// lag the home by what it has not applied yet), else the home's.
 	ReadAny Read = iota
-	// ReadHome reads the group's leader (asking the home first, then the
-	// other voters), after a read barrier: linearizable, so every publish
-	// acknowledged before the read began is in it. While no leader
-	// answers (an election) it tries again, up to 2 s.
+	// ReadHome reads the group's home (the leader; another voter while it
+	// does not answer).
 	ReadHome
 )
 
@@ -147,55 +145,33 @@ func (h *History) read(ctx context.Context, topic string, from uint64, limit int
 	if where == ReadAny && (slices.Contains(g.Voters, f.id) || slices.Contains(g.Learners, f.id)) {
 		candidates = append([]string{f.id}, candidates...)
 	}
-	req := rangeRequest{Group: g.ID, Topic: topic, From: from, Limit: limit, Leader: where == ReadHome}
+	req := rangeRequest{Group: g.ID, Topic: topic, From: from, Limit: limit}
 	var lastErr error
-	start := f.clock.Now()
-	for round := 0; ; round++ {
-		tried := map[string]bool{}
-		for _, node := range candidates {
-			if tried[node] {
-				continue
-			}
-			tried[node] = true
-			resp, err := f.rangeAt(ctx, node, req)
-			if err == nil && resp.Status != statusOK {
-				err = fmt.Errorf("no replica of %s on %s", g.ID, node)
-				if req.Leader {
-					err = fmt.Errorf("%s does not lead %s", node, g.ID)
-				}
-			}
-			if err != nil {
-				lastErr = err
-				continue
-			}
-			info.ServedBy = node
-			if !resp.Known {
-				return info, nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
-			}
-			info.First, info.Latest = resp.First, resp.Last
-			return info, resp.Records, nil
+	tried := map[string]bool{}
+	for _, node := range candidates {
+		if tried[node] {
+			continue
 		}
-		// A read from the leader finds none while the group elects one
-		// (or the home's record lags the leader): try again a while.
-		if !req.Leader || ctx.Err() != nil || f.clock.Now().Sub(start) >= leaderReadWait {
-			break
+		tried[node] = true
+		resp, err := f.rangeAt(ctx, node, req)
+		if err == nil && resp.Status != statusOK {
+			err = fmt.Errorf("no replica of %s on %s", g.ID, node)
 		}
-		t := f.clock.NewTimer(min(backoffMin<<min(round, 4), leaderReadWait/4))
-		select {
-		case <-t.C():
-		case <-ctx.Done():
+		if err != nil {
+			lastErr = err
+			continue
 		}
-		t.Stop()
+		info.ServedBy = node
+		if !resp.Known {
+			return info, nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		}
+		info.First, info.Latest = resp.First, resp.Last
+		return info, resp.Records, nil
 	}
 	return info, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, topic, lastErr)
 }
 
-// leaderReadWait bounds how long a ReadHome read looks for the group's
-// leader (an election takes well under it on a LAN).
-const leaderReadWait = 2 * time.Second
-
 // rangeAt sends a range request to node.
 func (f *Feeds) rangeAt(ctx context.Context, node string, req rangeRequest) (rangeResponse, error) {
-	return ask(ctx, f, node, MethodRange, req, func(r rangeRequest) rangeResponse { return f.cfg.Server.rangeOf(ctx, r) },
-		appendRangeRequest, decodeRangeResponse)
+	return ask(ctx, f, node, MethodRange, req, f.cfg.Server.rangeOf, appendRangeRequest, decodeRangeResponse)
 }

@@ -306,24 +306,18 @@ func (s *Server) seek(req seekRequest) seekResponse {
 }
 
 // ServeRange answers a MethodRange request.
-func (s *Server) ServeRange(ctx context.Context, _ string, body []byte) ([]byte, error) {
+func (s *Server) ServeRange(_ context.Context, _ string, body []byte) ([]byte, error) {
 	req, err := decodeRangeRequest(body)
 	if err != nil {
 		return nil, err
 	}
-	return appendRangeResponse(nil, s.rangeOf(ctx, req)), nil
+	return appendRangeResponse(nil, s.rangeOf(req)), nil
 }
 
-// rangeOf reads a topic's bounds and records from an index. A request
-// for the leader is refused by another replica, and answered by the
-// leader after a read barrier: every publish acknowledged before the read
-// began is in the answer.
-func (s *Server) rangeOf(ctx context.Context, req rangeRequest) rangeResponse {
+// rangeOf reads a topic's bounds and records from an index.
+func (s *Server) rangeOf(req rangeRequest) rangeResponse {
 	r := s.groups.Get(req.Group)
 	if r == nil {
-		return rangeResponse{Status: statusNoReplica}
-	}
-	if req.Leader && r.Rep.ReadBarrier(ctx) != nil {
 		return rangeResponse{Status: statusNoReplica}
 	}
 	first, last, ok := r.Seq.Bounds(req.Topic)

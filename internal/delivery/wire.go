@@ -363,13 +363,7 @@ type rangeRequest struct {
 	Topic string
 	From  uint64
 	Limit int
-	// Leader: only the group's leader answers, after a read barrier
-	// (linearizable; ReadHome). Encoded in a flags byte after the limit.
-	Leader bool
 }
-
-// rangeFlagLeader is rangeRequest.Leader in its flags byte.
-const rangeFlagLeader = 1
 
 type rangeResponse struct {
 	Status  byte
@@ -387,12 +381,7 @@ func appendRangeRequest(dst []byte, r rangeRequest) []byte {
 	dst = wire.AppendString(dst, r.Group)
 	dst = wire.AppendString(dst, r.Topic)
 	dst = binary.AppendUvarint(dst, r.From)
-	dst = binary.AppendUvarint(dst, uint64(max(r.Limit, 0)))
-	var flags byte
-	if r.Leader {
-		flags |= rangeFlagLeader
-	}
-	return append(dst, flags)
+	return binary.AppendUvarint(dst, uint64(max(r.Limit, 0)))
 }
 
 func decodeRangeRequest(b []byte) (rangeRequest, error) {
@@ -406,11 +395,6 @@ func decodeRangeRequest(b []byte) (rangeRequest, error) {
 		d.Fail()
 	}
 	r.Limit = int(limit)
-	flags := d.Byte()
-	if flags&^rangeFlagLeader != 0 {
-		d.Fail()
-	}
-	r.Leader = flags&rangeFlagLeader != 0
 	if err := d.Finish(); err != nil {
 		return rangeRequest{}, fmt.Errorf("%w: range: %w", ErrCorrupt, err)
 	}

@@ -115,7 +115,7 @@ func wireSeekAnswers() []seekResponse {
 }
 
 func wireRanges() []rangeRequest {
-	return []rangeRequest{{Group: "g", Topic: "a/b", From: 3, Limit: 100}, {Group: "g", Topic: "t"}, {Group: "g", Topic: "t", From: 1, Limit: 1, Leader: true}}
+	return []rangeRequest{{Group: "g", Topic: "a/b", From: 3, Limit: 100}, {Group: "g", Topic: "t"}}
 }
 
 func wireRangeAnswers() []rangeResponse {

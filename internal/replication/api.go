@@ -21,11 +21,6 @@ type Replica[R any] interface {
 	Leader() Leader
 	// IsLeader reports whether this replica leads its group.
 	IsLeader() bool
-	// ReadBarrier returns once this replica, the leader, has applied every
-	// command committed before the call, having confirmed with a majority
-	// that it still leads: reads of its state machine after it are
-	// linearizable. Another replica gets a *NotLeaderError.
-	ReadBarrier(ctx context.Context) error
 	// Leadership delivers the leader whenever it changes (see Leader);
 	// only the newest unread value is kept.
 	Leadership() <-chan Leader

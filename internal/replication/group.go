@@ -422,19 +422,6 @@ func (g *Group[R]) Leader() Leader {
 // IsLeader reports whether this replica leads the group.
 func (g *Group[R]) IsLeader() bool { return g.raft.State() == raft.Leader }
 
-// ReadBarrier: see Replica. A barrier entry, committed in the leader's
-// term by a majority, is applied after every entry before it: a leader
-// cut off from the others (which may have elected another and committed
-// more) never gets it committed, and a new leader that has not applied
-// its predecessors' last entries yet applies them first. It costs one
-// log entry, which history reads can afford.
-func (g *Group[R]) ReadBarrier(ctx context.Context) error {
-	if g.raft.State() != raft.Leader {
-		return g.notLeader()
-	}
-	return g.wrap("read barrier", g.await(ctx, g.raft.Barrier(0)))
-}
-
 // Leadership delivers the leader each time it changes, as this replica
 // learns it (including "none known" during an election). The channel holds
 // one value: a newer notification replaces an unread older one (counted in

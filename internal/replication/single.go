@@ -226,21 +226,6 @@ func (s *Single[R]) closedErr() error {
 
 func (s *Single[R]) closedLocked() error { return stoppedErr(s.id, s.mu.failure) }
 
-// ReadBarrier: see Replica. A single replica is the only one, and it
-// answers a command only once applied: its state holds every answered
-// command already.
-func (s *Single[R]) ReadBarrier(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed || s.mu.failure != nil {
-		return s.closedLocked()
-	}
-	return nil
-}
-
 // Leader is always this node.
 func (s *Single[R]) Leader() Leader {
 	return Leader{ID: s.cfg.NodeID, Addr: s.cfg.Addr, Term: 1, Local: true}
