@@ -27,6 +27,11 @@ Scenarios:
   connections  open --conns idle connections with one subscription each (default 1000)
                and report the broker's memory per connection (needs --broker-pid)
 
+Against a cluster, --sub-url puts the subscribers on another node. With --sequenced (topics
+under a sequenced policy rule) the subscribers also check each delivery's sx-index: present,
+and rising by one per topic from the first seen (scripts/bench-sequenced.sh compares direct
+topics with replicas 1, 3 and 5 that way).
+
 Any scenario takes --rate to publish at a fixed total rate instead of closed loop. With
 --broker-pid the broker's CPU seconds per delivered message and its RSS come from /proc.
 The generator reports its own CPU use (process CPU time / wall time) and says when it, or
@@ -62,6 +67,7 @@ type benchFlags struct {
 	JSON      bool   `name:"json" group:"Output" help:"Print the result as JSON."`
 	Quiet     bool   `name:"quiet" group:"Output" help:"No progress line."`
 	Strict    bool   `name:"strict" group:"Output" help:"Exit with status 3 if any message was lost, duplicated or reordered, or an error occurred."`
+	Sequenced bool   `name:"sequenced" group:"Load" help:"The topics are sequenced (a policy rule with mode: sequenced): check that every delivery carries sx-index, gap-free per topic, and report it (MQTT 5)."`
 }
 
 func (c *BenchCmd) Run(e *env) error {
@@ -86,7 +92,7 @@ func (c *BenchCmd) Run(e *env) error {
 		QoS: byte(f.QoS), PayloadSize: f.Size, Count: f.Count, Duration: f.Duration, Rate: f.Rate,
 		Inflight: f.Inflight, Pubs: f.Pubs, Subs: f.Subs, Topics: f.Topics, Conns: f.Conns,
 		ConnectRate: f.ConnectRate, Hold: f.Hold, Drain: f.Drain, TopicPrefix: f.Prefix,
-		BrokerPID: f.BrokerPID,
+		BrokerPID: f.BrokerPID, Sequenced: f.Sequenced,
 	}
 	if f.Count > 0 {
 		cfg.Duration = 0

@@ -120,6 +120,7 @@ type TopicsCmd struct {
 	List          TopicsListCmd          `cmd:"" default:"withargs" help:"List the topics the node holds something for (retained messages), with their mode and who receives them, then the placement groups of sequenced topics with their home, E(t), Lth and last move (the default)."`
 	Retained      TopicsRetainedCmd      `cmd:"" help:"List retained messages with their payloads."`
 	Subscriptions TopicsSubscriptionsCmd `cmd:"" help:"List the node's subscriptions."`
+	Move          TopicsMoveCmd          `cmd:"" help:"Move a sequenced topic's group to a node (no client reconnects); returns when the move is done."`
 }
 
 // TopicsListCmd lists topics.

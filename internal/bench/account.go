@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type subscriber struct {
 	received atomic.Int64
 	lastRecv atomic.Int64 // Unix nanoseconds
 	lat      *shard
+	seq      *seqCheck // nil unless the run checks sx-index (Config.Sequenced)
 }
 
 func newSubscriber(topic, pubs int, lat *shard) *subscriber {
@@ -61,6 +63,9 @@ func newSubscriber(topic, pubs int, lat *shard) *subscriber {
 // onPublish is the subscriber's mqttclient.Handler.
 func (s *subscriber) onPublish(p *packet.Publish) {
 	now := time.Now()
+	if s.seq != nil {
+		s.seq.check(p)
+	}
 	h, ok := ParseHeader(p.Payload)
 	if !ok || int(h.Pub) >= len(s.tracks) {
 		if string(p.Payload) == probePayload {
@@ -191,4 +196,57 @@ func account(subs []*subscriber, sent [][]int64) []PubAccount {
 		}
 	}
 	return out
+}
+
+// seqCheck follows the sx-index of every topic one subscriber receives:
+// each delivery of a sequenced topic must carry one, and a topic's indexes
+// must rise by one from the first seen (a subscription starts anywhere in
+// the log, then has no gap).
+type seqCheck struct {
+	last map[string]uint64
+	SeqStats
+}
+
+// SeqStats is what the subscribers saw of sx-index (Config.Sequenced).
+type SeqStats struct {
+	Indexed   int64 `json:"indexed"`   // deliveries carrying an sx-index
+	Missing   int64 `json:"missing"`   // deliveries without one (or not a number)
+	Gaps      int64 `json:"gaps"`      // indexes skipped: a delivery above last+1 counts the difference
+	Backwards int64 `json:"backwards"` // a delivery at or below the last index of its topic
+}
+
+func newSeqCheck() *seqCheck { return &seqCheck{last: map[string]uint64{}} }
+
+func (c *seqCheck) check(p *packet.Publish) {
+	var idx uint64
+	found := false
+	for _, u := range p.Props.User {
+		if u.Key == "sx-index" {
+			n, err := strconv.ParseUint(u.Value, 10, 64)
+			idx, found = n, err == nil && n > 0
+			break
+		}
+	}
+	if !found {
+		c.Missing++
+		return
+	}
+	c.Indexed++
+	last, seen := c.last[p.Topic]
+	switch {
+	case !seen || idx == last+1:
+	case idx <= last:
+		c.Backwards++
+		return
+	default:
+		c.Gaps += int64(idx - last - 1)
+	}
+	c.last[p.Topic] = idx
+}
+
+func (a *SeqStats) add(b SeqStats) {
+	a.Indexed += b.Indexed
+	a.Missing += b.Missing
+	a.Gaps += b.Gaps
+	a.Backwards += b.Backwards
 }

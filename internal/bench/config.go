@@ -70,6 +70,12 @@ type Config struct {
 	// BrokerPID, when set, is read in /proc for the broker's CPU and memory.
 	BrokerPID int
 
+	// Sequenced makes the subscribers check the sx-index user property of
+	// every delivery (a sequenced topic's: present, and gap-free per topic
+	// from the first one seen) and the result report it (Result.SxIndex).
+	// Needs MQTT 5.
+	Sequenced bool
+
 	// Progress, when set, is called about once a second during the run.
 	Progress func(Progress)
 	// Seed makes the random prefixes reproducible; 0 picks one.
@@ -157,6 +163,8 @@ func (c *Config) Normalize() error {
 		return errors.New("bench: negative count, duration, rate, window or client number")
 	case c.Scenario != Connections && (c.Pubs == 0 || c.Subs == 0):
 		return errors.New("bench: a scenario needs at least one publisher and one subscriber")
+	case c.Sequenced && c.Version != packet.V5:
+		return errors.New("bench: --sequenced needs MQTT 5 (sx-index is a user property)")
 	case c.Inflight > 65535:
 		return fmt.Errorf("bench: in-flight window %d over 65535", c.Inflight)
 	}

@@ -46,6 +46,9 @@ func WriteText(w io.Writer, res *Result) error {
 		row("published", "%d in %.2f s (%s msg/s)%s", res.Sent, res.PublishSeconds, num(res.SendRate), acked)
 		row("delivered", "%d of %d expected in %.2f s (%s msg/s)", res.Received, res.Expected, res.Seconds, num(res.DeliverRate))
 		row("accounting", "lost %d, duplicated %d, reordered %d, foreign %d", res.Lost, res.Duplicated, res.Reordered, res.Foreign)
+		if x := res.SxIndex; x != nil {
+			row("sx-index", "%d indexed, %d missing, %d skipped, %d backwards", x.Indexed, x.Missing, x.Gaps, x.Backwards)
+		}
 		row("latency ms", "%s", latencyLine(res.Latency))
 		if res.TargetRate > 0 {
 			row("send lag ms", "mean %.3f, max %.3f", res.SendLagMean, res.SendLagMax)
@@ -99,7 +102,9 @@ func WriteText(w io.Writer, res *Result) error {
 	return nil
 }
 
-func anomalies(res *Result) bool { return res.Lost+res.Duplicated+res.Reordered > 0 }
+func anomalies(res *Result) bool {
+	return res.Lost+res.Duplicated+res.Reordered > 0 || (res.SxIndex != nil && res.SxIndex.Missing+res.SxIndex.Gaps+res.SxIndex.Backwards > 0)
+}
 
 // Anomalies reports whether res saw a lost, duplicated or reordered
 // message, or an error.

@@ -31,9 +31,11 @@ type Result struct {
 	Duplicated     int64   `json:"duplicated"`
 	Reordered      int64   `json:"reordered"`
 	Foreign        int64   `json:"foreign"`
-	SendRate       float64 `json:"send_rate"`
-	DeliverRate    float64 `json:"deliver_rate"`
-	Latency        Latency `json:"latency"`
+	// SxIndex is the sx-index check of a --sequenced run.
+	SxIndex     *SeqStats `json:"sx_index,omitempty"`
+	SendRate    float64   `json:"send_rate"`
+	DeliverRate float64   `json:"deliver_rate"`
+	Latency     Latency   `json:"latency"`
 	// SendLag is how late, on average and at worst, open-loop sends left
 	// compared with their schedule (ms).
 	SendLagMean float64 `json:"send_lag_mean_ms,omitempty"`
@@ -122,8 +124,14 @@ func (r *runner) result(before, after sample, pubStart, pubEnd time.Time) *Resul
 		res.SendLagMean = ms(lagSum / time.Duration(lagN))
 	}
 	var last int64
+	if c.Sequenced {
+		res.SxIndex = &SeqStats{}
+	}
 	for _, s := range r.subs {
 		res.Foreign += s.foreign
+		if s.seq != nil {
+			res.SxIndex.add(s.seq.SeqStats)
+		}
 		last = max(last, s.lastRecv.Load())
 	}
 	end := pubEnd

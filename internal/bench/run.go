@@ -209,6 +209,9 @@ func (r *runner) layout() (filters []string) {
 			topic, filter = i, r.topics[i]
 		}
 		subs[i] = newSubscriber(topic, c.Pubs, r.shards[i%len(r.shards)])
+		if c.Sequenced {
+			subs[i].seq = newSeqCheck()
+		}
 		filters[i] = filter
 	}
 	r.progress.Lock()

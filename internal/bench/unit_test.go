@@ -109,3 +109,28 @@ func TestNumFormatting(t *testing.T) {
 		}
 	}
 }
+
+func TestSeqCheckCountsMissingGapsAndBackwards(t *testing.T) {
+	c := newSeqCheck()
+	deliver := func(topic, idx string) {
+		p := &packet.Publish{Topic: topic}
+		if idx != "" {
+			p.Props.User = []packet.UserProperty{{Key: "other", Value: "x"}, {Key: "sx-index", Value: idx}}
+		}
+		c.check(p)
+	}
+	// Topic a starts at 7 (a subscription starts anywhere), skips 9 and 10,
+	// goes back to 8; topic b is counted apart; one delivery has no index,
+	// one an index that is no number.
+	for _, idx := range []string{"7", "8", "11", "8", "12"} {
+		deliver("a", idx)
+	}
+	deliver("b", "1")
+	deliver("b", "2")
+	deliver("b", "")
+	deliver("b", "x")
+	want := SeqStats{Indexed: 7, Missing: 2, Gaps: 2, Backwards: 1}
+	if c.SeqStats != want {
+		t.Fatalf("got %+v, want %+v", c.SeqStats, want)
+	}
+}

@@ -219,8 +219,8 @@ func (n *Node) start() error {
 	if err := nd.Start(); err != nil {
 		return err
 	}
-	n.Node, n.Broker, n.Cluster, n.Store, n.Metrics = nd, nd.Broker(), nd.ClusterLayer(), nd.Store(), nd.Metrics()
 	n.mu.Lock()
+	n.Node, n.Broker, n.Cluster, n.Store, n.Metrics = nd, nd.Broker(), nd.ClusterLayer(), nd.Store(), nd.Metrics()
 	n.running = true
 	n.mu.Unlock()
 	return nil

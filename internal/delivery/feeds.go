@@ -120,14 +120,24 @@ type feed struct {
 	id      string
 	filters []string  // local filters that may match the group's topics
 	since   time.Time // where a feed that has not started yet starts
-	next    uint64    // the next position to deliver (0: not started)
-	home    string    // the group's home, per its record
-	epoch   uint64    // the record's epoch home was read at
-	voters  []string
-	source  string // the node polled: the home, or another voter while the home fails
-	fails   int
-	hold    time.Time // not polled before
-	busy    bool      // a poller is delivering records of it
+	next    uint64    // the next position to poll (0: not started)
+	// delivered is the next position to deliver: next less the records
+	// polled and still queued for delivery (poller.go).
+	delivered uint64
+	home      string // the group's home, per its record
+	epoch     uint64 // the record's epoch home was read at
+	voters    []string
+	source    string // the node polled: the home, or another voter while the home fails
+	fails     int
+	hold      time.Time // not polled before
+	// pending counts the batches of the feed that owner has queued for
+	// delivery or is delivering; another poller does not poll or deliver
+	// the feed until they are done, so its records stay in order.
+	pending int
+	owner   *poller
+	// delivering: a batch of it is being handed to sessions right now (a
+	// replay does not join the feed in the middle of one).
+	delivering bool
 }
 
 // New returns feeds; Start begins following the metadata group.
@@ -278,7 +288,7 @@ func (f *Feeds) dirtyLocked(node string) {
 	}
 	p := f.mu.pollers[node]
 	if p == nil {
-		p = &poller{f: f, node: node, wake: make(chan struct{}, 1)}
+		p = newPoller(f, node)
 		if !f.group.Go(p.run) {
 			return
 		}

@@ -272,8 +272,7 @@ func (n *Node) Start() error {
 		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n).
-			WithInspector(inspector{n}).WithKick(inspector{n}).WithPlacement(n)
+		api := n.newAdminAPI()
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: adminReadHeaderTimeout, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
