@@ -19,14 +19,14 @@ import (
 // methodPlacementReport carries a node's monitoring report to the metadata
 // leader's placement manager, as a one-way notification on the peer link
 // (docs/design/placement-live.md). The cluster layer's service methods
-// start at 32; 32 to 35 are the publish path's and the feeds'. 40 leaves
-// room for theirs.
-const methodPlacementReport byte = 40
+// start at 32: 32 to 35 are the publish path's and the feeds', 40 the
+// migration's (internal/migration).
+const methodPlacementReport byte = 44
 
 // methodPlacementStatus asks a node for its placement manager's last
 // round (manager.Status, as JSON): /v1/placement on a node that does not
 // lead asks the leader.
-const methodPlacementStatus byte = 41
+const methodPlacementStatus byte = 45
 
 // maxPlacementStatusBytes bounds a status answer read from the leader.
 const maxPlacementStatusBytes = 64 << 20
