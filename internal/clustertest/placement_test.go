@@ -121,6 +121,10 @@ func TestPlacementFollowsMovingSwarm(t *testing.T) {
 		k := NewSeqChecker(topic)
 		stop, pubStop := make(chan struct{}), make(chan struct{})
 		var wg, pwg sync.WaitGroup
+		stopPub := sync.OnceFunc(func() { close(pubStop); pwg.Wait() })
+		stopSubs := sync.OnceFunc(func() { close(stop); wg.Wait() })
+		defer stopSubs() // also when the test fails early
+		defer stopPub()
 		var (
 			mu          sync.Mutex
 			last        = map[string]uint64{}
@@ -229,15 +233,13 @@ func TestPlacementFollowsMovingSwarm(t *testing.T) {
 		// Traffic goes on a while on the new home, then the checker.
 		more := time.NewTimer(2 * time.Second)
 		<-more.C
-		close(pubStop)
-		pwg.Wait()
+		stopPub()
 		var ids []string
 		for _, s := range subs {
 			ids = append(ids, s.ID)
 			c.Eventually(s.ID+" has every acknowledged publish", func() bool { return k.Has(s.ID) })
 		}
-		close(stop)
-		wg.Wait()
+		stopSubs()
 		for _, err := range k.Verify(ids, ids, []string{"drone-pub"}) {
 			t.Error(err)
 		}
