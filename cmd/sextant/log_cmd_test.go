@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/brokertest"
@@ -79,6 +82,11 @@ func TestLogCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Index != 6 || rec.PayloadBase64 != "/wA=" {
 		t.Fatalf("log get --from latest --format json: %d %q", code, out)
 	}
+	for _, read := range []string{"home", "local"} {
+		if code, out, errOut := runCLI(t, "log", "get", "orders/eu", "--read", read, "--admin", admin); code != 0 || strings.Count(out, "\n") != 6 {
+			t.Fatalf("log get --read %s: %d %q %q", read, code, out, errOut)
+		}
+	}
 	code, out, _ = runCLI(t, "log", "latest", "orders/eu", "--admin", admin)
 	if code != 0 || !strings.Contains(out, "indexes 1..6 (6 held)") || !strings.Contains(out, "replicas "+n.Cfg.NodeID) {
 		t.Fatalf("log latest: %d %q", code, out)
@@ -96,6 +104,7 @@ func TestLogCommands(t *testing.T) {
 		{[]string{"log", "get", "orders/+"}, "HTTP 400"},
 		{[]string{"log", "get", "orders/eu", "--from", "0"}, "want an index (1 and up), earliest or latest"},
 		{[]string{"log", "get", "orders/eu", "--format", "xml"}, "--format"},
+		{[]string{"log", "get", "orders/eu", "--read", "any"}, "--read"},
 		{[]string{"log", "tail", "fleet/x"}, "is not a sequenced topic"},
 	} {
 		code, _, errOut := runCLI(t, append(c.args, "--admin", admin)...)
@@ -130,3 +139,57 @@ func TestLogCommands(t *testing.T) {
 		t.Fatalf("tail: %q", tout.String())
 	}
 }
+
+// compactingHistory holds indexes 5 to 6 of topic "t": earlier ones were
+// removed by retention.
+type compactingHistory struct{}
+
+func (compactingHistory) TopicLog(context.Context, string, adminapi.Where) (adminapi.TopicLog, error) {
+	return adminapi.TopicLog{Topic: "t", First: 5, Latest: 6, Count: 2}, nil
+}
+
+func (h compactingHistory) LogRecords(ctx context.Context, topic string, from uint64, limit int, w adminapi.Where) ([]adminapi.LogRecord, adminapi.TopicLog, error) {
+	tl, _ := h.TopicLog(ctx, topic, w)
+	if from != 0 && from < 5 {
+		return nil, tl, &adminapi.CompactedError{Topic: topic, First: 5}
+	}
+	var out []adminapi.LogRecord
+	for i := max(from, 5); i <= 6 && len(out) < limit; i++ {
+		r := adminapi.LogRecord{Index: i, QoS: 1}
+		r.SetPayload([]byte(fmt.Sprint("m", i)))
+		out = append(out, r)
+	}
+	return out, tl, nil
+}
+
+// TestLogTailReportsRetentionLoss: tail from an index retention removed
+// says which records it lost, then goes on from the first held; get says
+// where the log starts.
+func TestLogTailReportsRetentionLoss(t *testing.T) {
+	api := adminapi.New(statusOnly{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)).WithHistory(compactingHistory{})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	minTailWait, maxTailWait = 10*time.Millisecond, 50*time.Millisecond
+
+	code, _, errOut := runCLI(t, "log", "get", "t", "--from", "2", "--admin", srv.URL)
+	if code == 0 || !strings.Contains(errOut, "the first index held is 5") || !strings.Contains(errOut, "--from earliest") {
+		t.Fatalf("get below retention: %d %q", code, errOut)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var tout, terr lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"log", "tail", "t", "--from", "2", "--admin", srv.URL}, nil, &tout, &terr)
+	}()
+	brokertest.Eventually(t, 10*time.Second, func() bool { return strings.Count(tout.String(), "\n") == 2 }, "tail prints 5 and 6")
+	cancel()
+	<-done
+	if !strings.Contains(terr.String(), "records from 2 to 4 were removed by retention") || !strings.HasPrefix(tout.String(), "5 ") {
+		t.Fatalf("tail: stdout %q stderr %q", tout.String(), terr.String())
+	}
+}
+
+type statusOnly struct{}
+
+func (statusOnly) Status() adminapi.Status { return adminapi.Status{} }
+func (statusOnly) Ready() error            { return nil }

@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.ValueFormatter(helpValue),
 		kong.Help(helpPrinter),
-		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n")},
+		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n"), "read_help": readHelp},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "sextant: %v\n", err)

@@ -143,9 +143,15 @@ type LogPage struct {
 type Where int
 
 const (
-	// ReadHome reads the group's home (another voter while it does not
-	// answer): it holds every acknowledged record.
-	ReadHome Where = iota
+	// ReadLinearizable reads at the group's leader after a Raft barrier:
+	// it sees every record acknowledged before the read began, or fails
+	// (503) while the group has no leader that a majority follows.
+	ReadLinearizable Where = iota
+	// ReadHome reads the replica of the group's home as this node's
+	// metadata names it (another voter while it does not answer), without
+	// a barrier: it answers while the group has no majority, but a home
+	// deposed by a partition, or another voter, may lag.
+	ReadHome
 	// ReadLocal reads this node's replica when it has one (it may lag the
 	// home by what it has not applied yet), else the home's.
 	ReadLocal
@@ -160,6 +166,15 @@ type History interface {
 	// the first held); a from past the latest gives none, one below the
 	// first held a *CompactedError.
 	LogRecords(ctx context.Context, topic string, from uint64, limit int, where Where) ([]LogRecord, TopicLog, error)
+}
+
+// LatestReader is what a History may offer to read a topic's latest
+// records in one read (from=latest); without it ReadLog asks for the
+// bounds, then the records.
+type LatestReader interface {
+	// LatestRecords reads the latest record of topic (none when
+	// retention removed every one), with the log's bounds.
+	LatestRecords(ctx context.Context, topic string, where Where) ([]LogRecord, TopicLog, error)
 }
 
 // historyTimeout bounds one history read, remote ones included.
@@ -237,7 +252,7 @@ func unescapeOr(s string) string {
 
 // ParseLogQuery reads from=, limit= and read= into req: from is an index
 // (1 and up), earliest (default) or latest; limit 1 to MaxLogLimit
-// (default DefaultLogLimit); read home (default) or local.
+// (default DefaultLogLimit); read linearizable (default), home or local.
 func ParseLogQuery(q url.Values, req *LogRequest) error {
 	for k := range q {
 		switch k {
@@ -273,12 +288,14 @@ func ParseLogQuery(q url.Values, req *LogRequest) error {
 		req.Limit = n
 	}
 	switch r := q.Get("read"); r {
-	case "", "home":
+	case "", "linearizable":
+		req.Where = ReadLinearizable
+	case "home":
 		req.Where = ReadHome
 	case "local":
 		req.Where = ReadLocal
 	default:
-		return badRequest("bad_read", "read: want home or local, not %q", r)
+		return badRequest("bad_read", "read: want linearizable (the default), home or local, not %q", r)
 	}
 	return nil
 }
@@ -334,9 +351,23 @@ func ReadLog(ctx context.Context, h History, req LogRequest) (LogPage, error) {
 	case req.FromEarliest:
 		from = 0 // the first held
 	case req.FromLatest:
+		if lr, ok := h.(LatestReader); ok {
+			recs, info, err := lr.LatestRecords(ctx, req.Topic, req.Where)
+			if err != nil {
+				return LogPage{}, err
+			}
+			page := LogPage{TopicLog: info, From: max(info.Latest, 1), Next: info.Latest + 1, Messages: recs}
+			if page.Messages == nil {
+				page.Messages = []LogRecord{}
+			}
+			return page, nil
+		}
 		info, err := h.TopicLog(ctx, req.Topic, req.Where)
 		if err != nil {
 			return LogPage{}, err
+		}
+		if info.Count == 0 { // retention removed every record
+			return LogPage{TopicLog: info, From: info.Latest + 1, Next: info.Latest + 1, Messages: []LogRecord{}}, nil
 		}
 		from = max(info.Latest, 1)
 	}

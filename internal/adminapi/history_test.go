@@ -91,6 +91,7 @@ func newHistoryServer(t testing.TB) (*adminapi.Server, *fakeHistory) {
 		"/lead":      {first: 1, payloads: [][]byte{[]byte("y")}},
 		"trail/":     {first: 1, payloads: [][]byte{[]byte("z")}},
 		"x/messages": {first: 1, payloads: [][]byte{[]byte("m")}},
+		"emptied":    {first: 8}, // retention removed records 1 to 7
 	}}
 	s := adminapi.New(statusNode{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)).WithHistory(h)
 	return s, h
@@ -124,11 +125,13 @@ func TestHistoryTopic(t *testing.T) {
 	if tl.Topic != "sensors/t1" || tl.First != 1 || tl.Latest != 4 || tl.Home != "n2" || tl.Epoch != 2 || len(tl.Replicas) != 3 {
 		t.Fatalf("topic log: %+v", tl)
 	}
-	if h.reads[len(h.reads)-1] != adminapi.ReadHome {
-		t.Fatal("a read without read= did not go to the home")
+	if h.reads[len(h.reads)-1] != adminapi.ReadLinearizable {
+		t.Fatal("a read without read= is not linearizable")
 	}
-	if code, _ := call(t, s, "GET", "/v1/topics/sensors%2Ft1?read=local", &tl); code != 200 || h.reads[len(h.reads)-1] != adminapi.ReadLocal {
-		t.Fatalf("read=local: status %d, reads %v", code, h.reads)
+	for q, want := range map[string]adminapi.Where{"linearizable": adminapi.ReadLinearizable, "home": adminapi.ReadHome, "local": adminapi.ReadLocal} {
+		if code, _ := call(t, s, "GET", "/v1/topics/sensors%2Ft1?read="+q, &tl); code != 200 || h.reads[len(h.reads)-1] != want {
+			t.Fatalf("read=%s: status %d, reads %v", q, code, h.reads)
+		}
 	}
 	// Topics the mux would clean: empty levels, a last level "messages".
 	for _, topic := range []string{"a//b", "/lead", "trail/", "x/messages"} {
@@ -169,6 +172,10 @@ func TestHistoryMessages(t *testing.T) {
 	call(t, s, "GET", "/v1/topics/old/messages", &p)
 	if len(p.Messages) != 2 || p.From != 5 || p.Messages[0].Index != 5 {
 		t.Fatalf("earliest after retention: %+v", p)
+	}
+	p = adminapi.LogPage{}
+	if code, eb := call(t, s, "GET", "/v1/topics/emptied/messages?from=latest", &p); code != 200 || len(p.Messages) != 0 || p.Next != 8 || p.Count != 0 {
+		t.Fatalf("latest of a log retention emptied: %d %+v %+v", code, eb, p)
 	}
 	call(t, s, "GET", "/v1/topics/x%2Fmessages/messages", &p)
 	if p.Topic != "x/messages" || len(p.Messages) != 1 {

@@ -175,3 +175,75 @@ func TestHistoryOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestLinearizableReadsAcrossAPartition: the home of a replicas 3 group
+// is cut off from the others, which elect a new leader and commit another
+// record. A linearizable read (the default) never answers with the old
+// bounds: on the cut-off node it fails with 503 (no leader it can reach
+// vouches for them), on the majority side it sees the new record, and on
+// the cut-off node after the heal too.
+func TestLinearizableReadsAcrossAPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Start(t, 3, nil, coreNodes)
+		c.SetPolicy(fsm.Rule{Match: "lin/#", Mode: fsm.Sequenced, Replicas: 3})
+		pub := c.Node(0).Connect("pub", ConnectOptions{})
+		for i := range 5 {
+			if code := pub.Publish("lin/a", 1, false, fmt.Sprint(i)); code != packet.Success {
+				t.Fatalf("publish %d: %v", i, code)
+			}
+		}
+		g, _ := c.Node(0).Node.Meta().State().Group("lin/a")
+		home, other := -1, -1
+		for i, n := range c.Nodes() {
+			if n.ID == g.Home {
+				home = i
+			} else {
+				other = i
+			}
+		}
+		var tl adminapi.TopicLog
+		if code, eb := apiGet(t, c.Node(home), client.TopicPath("lin/a"), &tl); code != 200 || tl.Latest != 5 || tl.ServedBy != g.Home {
+			t.Fatalf("before the cut: %d %+v %+v", code, eb, tl)
+		}
+		c.Isolate(home)
+		c.Eventually("a leader on the majority side", func() bool {
+			for i, n := range c.Nodes() {
+				if r := n.Node.Groups().Get("lin/a"); i != home && r != nil && r.Rep.IsLeader() {
+					return true
+				}
+			}
+			return false
+		})
+		p2 := c.Node(other).Connect("pub2", ConnectOptions{})
+		if code := p2.Publish("lin/a", 1, false, "after the cut"); code != packet.Success {
+			t.Fatalf("publish on the majority side: %v", code)
+		}
+		if code, eb := apiGet(t, c.Node(other), client.TopicPath("lin/a"), &tl); code != 200 || tl.Latest != 6 {
+			t.Fatalf("majority side: %d %+v %+v", code, eb, tl)
+		}
+		code, eb := apiGet(t, c.Node(home), client.TopicPath("lin/a"), &tl)
+		if code != http.StatusServiceUnavailable || eb.Code != "unavailable" {
+			t.Fatalf("the cut-off home answered a linearizable read: %d %+v %+v", code, eb, tl)
+		}
+		t.Logf("cut-off home: %s", eb.Error)
+		// Without the barrier, its own replica answers, and lags.
+		if code, _ := apiGet(t, c.Node(home), client.TopicPath("lin/a")+"?read=local", &tl); code != 200 || tl.Latest != 5 {
+			t.Fatalf("read=local on the cut-off home: %d %+v", code, tl)
+		}
+		c.Rejoin(home)
+		c.Eventually("the healed node reads the new record", func() bool {
+			code, _ := apiGet(t, c.Node(home), client.TopicPath("lin/a"), &tl)
+			return code == 200 && tl.Latest == 6
+		})
+		var p adminapi.LogPage
+		apiGet(t, c.Node(home), client.TopicPath("lin/a")+"/messages?from=6", &p)
+		if len(p.Messages) != 1 || p.Messages[0].Payload != "after the cut" {
+			t.Fatalf("record 6 after the heal: %+v", p)
+		}
+		// The same read in process, as a checker does it.
+		tl, recs, err := c.Node(other).Node.ReadLinearizable(t.Context(), "lin/a", 6, 10)
+		if err != nil || len(recs) != 1 || recs[0].Payload != "after the cut" || tl.Latest != 6 {
+			t.Fatalf("ReadLinearizable: %+v %+v %v", tl, recs, err)
+		}
+	})
+}

@@ -46,3 +46,26 @@ func TestGroupStatsAnswerCountChecked(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
+
+// FuzzDecodeLinearRead feeds arbitrary bodies to the linearizable-read
+// decoders: an error or a value, never a panic; a request accepted has a
+// limit the API allows, an answer accepted a known status.
+func FuzzDecodeLinearRead(f *testing.F) {
+	f.Add([]byte(`{"group":"g","topic":"g/a","from":3,"limit":10}`))
+	f.Add([]byte(`{"status":"ok","known":true,"first":1,"last":2,"records":[{"index":1,"seq":1,"qos":1,"payload":"x","time":"2026-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"status":"not_leader","leader":"n2"}`))
+	f.Add([]byte(`{"limit":-1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if req, err := decodeLinearReadRequest(b); err == nil && (req.Limit < 0 || req.Limit > adminapi.MaxLogLimit) {
+			t.Fatalf("request %q accepted with limit %d", b, req.Limit)
+		}
+		_, _ = decodeMetaApplied(b)
+		if resp, err := decodeLinearReadResponse(b); err == nil {
+			switch resp.Status {
+			case linearOK, linearNoReplica, linearNotLeader, linearFailed:
+			default:
+				t.Fatalf("answer %q accepted with status %q", b, resp.Status)
+			}
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sextantmq/sextant/internal/adminapi"
 	"github.com/sextantmq/sextant/internal/delivery"
+	"github.com/sextantmq/sextant/internal/message"
 )
 
 // newAdminAPI builds the admin API's handler on the node (open until
@@ -27,7 +28,24 @@ func (n *Node) AdminHandler() http.Handler { return n.newAdminAPI() }
 // historyAPI adapts the delivery layer's history reader to the admin API.
 type historyAPI struct{ n *Node }
 
-var _ adminapi.History = historyAPI{}
+var (
+	_ adminapi.History      = historyAPI{}
+	_ adminapi.LatestReader = historyAPI{}
+)
+
+// LatestRecords implements adminapi.LatestReader: a linearizable read of
+// the latest record takes one barrier, not two.
+func (h historyAPI) LatestRecords(ctx context.Context, topic string, w adminapi.Where) ([]adminapi.LogRecord, adminapi.TopicLog, error) {
+	if w == adminapi.ReadLinearizable {
+		tl, recs, err := h.n.readLinearReq(ctx, linearReadRequest{Topic: topic, Limit: 1, Latest: true})
+		return recs, tl, err
+	}
+	tl, err := h.TopicLog(ctx, topic, w)
+	if err != nil || tl.Count == 0 {
+		return nil, tl, err // retention removed every record: none
+	}
+	return h.LogRecords(ctx, topic, tl.Latest, 1, w)
+}
 
 func (h historyAPI) reader() (*delivery.History, error) {
 	hr := h.n.History()
@@ -46,6 +64,10 @@ func where(w adminapi.Where) delivery.Read {
 
 // TopicLog implements adminapi.History.
 func (h historyAPI) TopicLog(ctx context.Context, topic string, w adminapi.Where) (adminapi.TopicLog, error) {
+	if w == adminapi.ReadLinearizable {
+		tl, _, err := h.n.readLinear(ctx, topic, 0, 0)
+		return tl, err
+	}
 	hr, err := h.reader()
 	if err != nil {
 		return adminapi.TopicLog{}, err
@@ -59,6 +81,10 @@ func (h historyAPI) TopicLog(ctx context.Context, topic string, w adminapi.Where
 
 // LogRecords implements adminapi.History.
 func (h historyAPI) LogRecords(ctx context.Context, topic string, from uint64, limit int, w adminapi.Where) ([]adminapi.LogRecord, adminapi.TopicLog, error) {
+	if w == adminapi.ReadLinearizable {
+		tl, recs, err := h.n.readLinear(ctx, topic, from, min(max(limit, 1), adminapi.MaxLogLimit))
+		return recs, tl, err
+	}
 	hr, err := h.reader()
 	if err != nil {
 		return nil, adminapi.TopicLog{}, err
@@ -69,21 +95,25 @@ func (h historyAPI) LogRecords(ctx context.Context, topic string, from uint64, l
 	}
 	out := make([]adminapi.LogRecord, 0, len(recs))
 	for _, rec := range recs {
-		m := rec.Message
-		lr := adminapi.LogRecord{Index: rec.Index, Seq: rec.Seq, QoS: m.QoS, Retain: rec.Retain,
-			PayloadFormat: m.PayloadFormat, ContentType: m.ContentType, ResponseTopic: m.ResponseTopic,
-			CorrelationData: m.CorrelationData, Publisher: m.Publisher, Time: m.Created}
-		lr.SetPayload(m.Payload)
-		for _, u := range m.User {
-			lr.UserProperties = append(lr.UserProperties, adminapi.UserProperty{Key: u.Key, Value: u.Value})
-		}
-		if !m.Expiry.IsZero() {
-			e := m.Expiry
-			lr.Expiry = &e
-		}
-		out = append(out, lr)
+		out = append(out, logRecord(rec.Index, rec.Seq, rec.Retain, rec.Message))
 	}
 	return out, topicLog(info), nil
+}
+
+// logRecord is a record as the admin API shows it.
+func logRecord(index, seq uint64, retain bool, m *message.Message) adminapi.LogRecord {
+	lr := adminapi.LogRecord{Index: index, Seq: seq, QoS: m.QoS, Retain: retain,
+		PayloadFormat: m.PayloadFormat, ContentType: m.ContentType, ResponseTopic: m.ResponseTopic,
+		CorrelationData: m.CorrelationData, Publisher: m.Publisher, Time: m.Created}
+	lr.SetPayload(m.Payload)
+	for _, u := range m.User {
+		lr.UserProperties = append(lr.UserProperties, adminapi.UserProperty{Key: u.Key, Value: u.Value})
+	}
+	if !m.Expiry.IsZero() {
+		e := m.Expiry
+		lr.Expiry = &e
+	}
+	return lr
 }
 
 func topicLog(i delivery.TopicInfo) adminapi.TopicLog {

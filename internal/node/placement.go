@@ -19,8 +19,9 @@ import (
 // methodPlacementReport carries a node's monitoring report to the metadata
 // leader's placement manager, as a one-way notification on the peer link
 // (docs/design/placement-live.md). The cluster layer's service methods
-// start at 32: 32 to 35 are the publish path's and the feeds', 40 the
-// migration's (internal/migration).
+// start at 32: 32 the publish path's, 33 to 35 the feeds', 40 the
+// migration executor's handovers, 44 and 45 live placement's, 48 the
+// groups' figures. The layer refuses a method registered twice.
 const methodPlacementReport byte = 44
 
 // methodPlacementStatus asks a node for its placement manager's last

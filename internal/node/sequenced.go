@@ -130,6 +130,12 @@ func (n *Node) startFeeds(cp *clusterParts) error {
 		if err := cp.layer.Handle(methodGroupStats, n.serveGroupStats); err != nil { // groups.go
 			return fmt.Errorf("node: %w", err)
 		}
+		if err := cp.layer.Handle(methodLinearRead, n.serveLinearRead); err != nil { // linearread.go
+			return fmt.Errorf("node: %w", err)
+		}
+		if err := cp.layer.Handle(methodMetaApplied, n.serveMetaApplied); err != nil { // linearread.go
+			return fmt.Errorf("node: %w", err)
+		}
 		dc.Peers = cp.layer.Peers()
 	}
 	feeds, err := delivery.New(dc)

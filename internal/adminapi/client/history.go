@@ -33,9 +33,10 @@ type LogQuery struct {
 	From string
 	// Limit is at most adminapi.MaxLogLimit; 0 is the API's default.
 	Limit int
-	// Local reads the answering node's replica when it has one (it may
-	// lag the home); the default reads the home.
-	Local bool
+	// Read is linearizable (the API's default when empty: at the group's
+	// leader after a Raft barrier), home (the home's replica, no barrier)
+	// or local (the answering node's replica when it has one).
+	Read string
 }
 
 // LogMessages is GET /v1/topics/{topic}/messages: records of a sequenced
@@ -48,8 +49,8 @@ func (c *Client) LogMessages(ctx context.Context, topic string, q LogQuery) (adm
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	if q.Local {
-		v.Set("read", "local")
+	if q.Read != "" {
+		v.Set("read", q.Read)
 	}
 	path := TopicPath(topic) + "/messages"
 	if len(v) > 0 {
