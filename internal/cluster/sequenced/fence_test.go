@@ -6,6 +6,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sextantmq/sextant/internal/replicas"
+	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/sequencer"
 )
 
 // TestHomeFence: a fenced group's batches are answered "moving" with the
@@ -44,6 +48,56 @@ func TestHomeFence(t *testing.T) {
 			t.Fatalf("after the redirect expired: %+v", r)
 		}
 		if o := f.order(); !slices.Equal(o, []string{"before", "after-failure", "later"}) {
+			t.Fatalf("applied %v", o)
+		}
+	})
+}
+
+// gateFSM applies a batch only when its gate is opened.
+type gateFSM struct {
+	orderFSM
+	gate chan struct{}
+}
+
+func (f *gateFSM) Apply(es []replication.Entry) ([]sequencer.Result, error) {
+	<-f.gate
+	return f.orderFSM.Apply(es)
+}
+
+// TestFenceWaitsForABatchBeingApplied: a batch the home took and the
+// replica is applying (off its queue already) keeps Fence waiting until it
+// is applied: the log does not change after Fence returns. (Waiting on the
+// replica's queue length let such a batch through, and the handover missed
+// it.)
+func TestFenceWaitsForABatchBeingApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &gateFSM{gate: make(chan struct{})}
+		s, err := replication.NewSingle[sequencer.Result]("g", f, replication.SingleConfig{NodeID: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		h := NewHome(oneGroup{&replicas.Replica{ID: "g", Rep: s}}, nil, nil)
+		ctx := context.Background()
+		served := make(chan Status, 1)
+		go func() { served <- h.serve(ctx, "a", request{Group: "g", Stream: 1, N: 1, Cmd: []byte("x")}).Status }()
+		synctest.Wait() // the batch is off the queue, its Apply waits at the gate
+		fenced := make(chan error, 1)
+		go func() { fenced <- h.Fence(ctx, "g", "n2") }()
+		synctest.Wait()
+		select {
+		case err := <-fenced:
+			t.Fatalf("Fence returned (%v) while a batch was being applied", err)
+		default:
+		}
+		close(f.gate)
+		if err := <-fenced; err != nil {
+			t.Fatal(err)
+		}
+		if st := <-served; st != StatusOK {
+			t.Fatalf("the batch: %v", st)
+		}
+		if o := f.order(); !slices.Equal(o, []string{"x"}) {
 			t.Fatalf("applied %v", o)
 		}
 	})

@@ -380,7 +380,9 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 		// publishes are held until the move is recorded.
 		m.retries.WithLabelValues(resp.Status.String()).Inc()
 		for _, it := range batch {
-			it.sent = 0
+			if it.sent == stream { // not sent again in a newer stream since
+				it.sent = 0
+			}
 		}
 		if stream == rt.mu.stream {
 			rt.restartLocked(target, resp, err)
