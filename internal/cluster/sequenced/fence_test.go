@@ -102,3 +102,42 @@ func TestFenceWaitsForABatchBeingApplied(t *testing.T) {
 		}
 	})
 }
+
+// TestFenceEndsTheStream: a stream's batch answered "moving" ends the
+// stream; its next batch, pipelined behind it, is stale even if the fence
+// was lifted (the move failed) before it came. Submitting it would put its
+// publishes ahead of the refused batch's, which the access node sends
+// again in a new stream: a publisher's order broken across a failed
+// move (the process test once saw m-0303 delivered where m-0302 was due).
+func TestFenceEndsTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, f := newTestHome(t)
+		ctx := context.Background()
+		serve := func(stream, n uint64, cmd string) response {
+			return h.serve(ctx, "a", request{Group: "g", Stream: stream, N: n, Cmd: []byte(cmd)})
+		}
+		if r := serve(1, 1, "m-0301"); r.Status != StatusOK {
+			t.Fatalf("before the fence: %+v", r)
+		}
+		if err := h.Fence(ctx, "g", "n2"); err != nil {
+			t.Fatal(err)
+		}
+		if r := serve(1, 2, "m-0302"); r.Status != StatusMoving {
+			t.Fatalf("fenced: %+v, want moving", r)
+		}
+		h.Unfence("g", "", false) // the move failed
+		if r := serve(1, 3, "m-0303"); r.Status != StatusStale {
+			t.Fatalf("the batch after a refused one, same stream: %+v, want stale", r)
+		}
+		// The access node's new stream sends both again, in order.
+		if r := serve(2, 1, "m-0302"); r.Status != StatusOK {
+			t.Fatalf("new stream: %+v", r)
+		}
+		if r := serve(2, 2, "m-0303"); r.Status != StatusOK {
+			t.Fatalf("new stream: %+v", r)
+		}
+		if o := f.order(); !slices.Equal(o, []string{"m-0301", "m-0302", "m-0303"}) {
+			t.Fatalf("applied %v, want m-0301 m-0302 m-0303", o)
+		}
+	})
+}

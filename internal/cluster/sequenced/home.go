@@ -103,19 +103,25 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 	}
 	if resp, ok := h.admit(req.Group); !ok {
 		// Fenced for a migration: nothing of the stream is submitted
-		// from here on (the access node restarts it elsewhere).
-		h.done(key, req.Stream, req.N)
+		// from here on (the access node restarts it elsewhere). The
+		// stream ends here: were the fence lifted (the move failed)
+		// before its next batch came, that batch would otherwise be
+		// submitted ahead of this one's publishes, which the access
+		// node sends again later.
+		h.abandon(key, req.Stream)
 		h.metrics.served(resp.Status)
 		return resp
 	}
 	p, err := h.submit(ctx, r, req)
-	h.done(key, req.Stream, req.N)
 	if err != nil {
+		// Not submitted: likewise, nothing after it in the stream may be.
+		h.abandon(key, req.Stream)
 		h.end(req.Group)
 		resp := submitError(err)
 		h.metrics.served(resp.Status)
 		return resp
 	}
+	h.done(key, req.Stream, req.N)
 	res, err := p.Wait(ctx)
 	if err != nil {
 		// The caller gave up, but the command may still be applied: a
@@ -261,6 +267,18 @@ func (h *Home) done(key streamKey, id, n uint64) {
 	if ch, ok := st.waiting[st.next]; ok {
 		delete(st.waiting, st.next)
 		close(ch)
+	}
+}
+
+// abandon ends stream id of key after one of its batches was not
+// submitted: its later batches are stale, so that none of them is
+// submitted ahead of the publishes of the one that was not (the access
+// node sends those again, in order, in a new stream).
+func (h *Home) abandon(key streamKey, id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.mu.streams[key]; st != nil && st.id == id {
+		st.end()
 	}
 }
 
