@@ -164,8 +164,9 @@ func failedMovesUnderTraffic(t *testing.T, seed uint64) {
 	const n = 1500
 	acks := make([]*countAcker, n)
 	done := make(chan struct{})
-	prng := rand.New(rand.NewPCG(seed, ^seed)) // the publisher's own
-	go func() {                                // the publisher: bursts, a pause between them
+	// The publisher, with its own generator: bursts, a pause between them.
+	prng := rand.New(rand.NewPCG(seed, ^seed))
+	go func() {
 		defer close(done)
 		for i := 0; i < n; {
 			for b := 1 + prng.IntN(40); b > 0 && i < n; b-- {
