@@ -8,8 +8,9 @@
 #   sxbench/r5/#  sequenced, replicas 5
 #   anything else direct (the default rule)
 #
-# and runs the same `sextant bench` scenarios for each mode in the same
-# cluster, the publisher on node 1 and the subscriber on node 2 (every
+# and runs the same `sextant bench` scenarios for each mode, each mode of
+# each repetition on a fresh cluster (so that no mode runs beside the idle
+# groups of another), the publisher on node 1 and the subscriber on node 2 (every
 # message crosses a node-to-node link in every mode; a sequenced topic's
 # home is its first publisher's node, node 1). Modes rotate every
 # repetition. Each run gets fresh topics (a new placement group). It prints
@@ -119,12 +120,6 @@ wait_members() { # n
 } >"$OUT/env.txt"
 cat "$OUT/env.txt" >&2
 
-if [ "$MODES" != none ]; then
-for n in $(seq 1 "$NODES"); do
-	start_node "$n"
-	if [ "$n" = 1 ]; then wait_members 1; fi
-done
-wait_members "$NODES"
 cat >"$OUT/policy.yaml" <<'YAML'
 rules:
   - match: "sxbench/r1/#"
@@ -137,15 +132,37 @@ rules:
     mode: sequenced
     replicas: 5
 YAML
-"$SX" policy set --admin "127.0.0.1:$((MQTT + 1))" -f "$OUT/policy.yaml" >&2
-sleep 1 # every node's metadata copy has the rules
+# start_cluster: a fresh cluster (empty data directories) with the rules,
+# so that no mode runs beside the idle groups of another.
+start_cluster() {
+	rm -rf "$OUT/data"
+	for n in $(seq 1 "$NODES"); do
+		start_node "$n"
+		if [ "$n" = 1 ]; then wait_members 1; fi
+	done
+	wait_members "$NODES"
+	"$SX" policy set --admin "127.0.0.1:$((MQTT + 1))" -f "$OUT/policy.yaml" >/dev/null
+	sleep 1 # every node's metadata copy has the rules
+}
+# save_drops MODE REP: where messages were dropped, per node (nonzero
+# counters only): the access node's sequenced drops, the links', the
+# feeds' and the sessions' (QoS 0 overload).
+save_drops() {
+	for n in $(seq 1 "$NODES"); do
+		curl -s "http://127.0.0.$n:$((MQTT + 1))/metrics" |
+			grep -E '^sextant_(sequenced_dropped_total|peer_dropped_messages_total|delivery_[a-z_]*(dropped|lost)[a-z_]*|messages_dropped[a-z_]*)' |
+			grep -v ' 0$' | sed "s/^/$1 rep $2 n$n /" >>"$OUT/drops.txt" || true
+	done
+}
 
+if [ "$MODES" != none ]; then
 for rep in $(seq 1 "$REPS"); do
 	# Rotate the modes so that none always runs first or last.
 	k=$(((rep - 1) % ${#MODE_LIST[@]}))
 	order=("${MODE_LIST[@]:k}" "${MODE_LIST[@]:0:k}")
 	for mode in "${order[@]}"; do
 		log "rep $rep: $mode (load $(cut -d' ' -f1-3 /proc/loadavg))"
+		start_cluster
 		for entry in "${SUITE[@]}"; do
 			name=${entry%%|*}
 			args=${entry#*|}
@@ -165,15 +182,11 @@ for rep in $(seq 1 "$REPS"); do
 				rm -f "$f"
 			fi
 		done
+		save_drops "$mode" "$rep"
+		stop_nodes
 	done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"
-# Where messages were dropped, per node: the access node's sequenced
-# drops, the feeds' and the sessions' (QoS 0 overload).
-for n in $(seq 1 "$NODES"); do
-	curl -s "http://127.0.0.$n:$((MQTT + 1))/metrics" | grep -E '^sextant_(sequenced_dropped_total|peer_dropped_messages_total|delivery_[a-z_]*(dropped|lost)[a-z_]*|session_[a-z_]*drop[a-z_]*|messages_dropped[a-z_]*)' |
-		sed "s/^/n$n /" >>"$OUT/drops.txt" || true
-done
 : >"$OUT/table.md"
 for mode in "${MODE_LIST[@]}"; do
 	if [ "$mode" = direct ]; then continue; fi
@@ -198,8 +211,7 @@ if [ -s "$OUT/cpu.txt" ]; then
 	} >>"$OUT/table.md"
 fi
 cat "$OUT/env.txt" "$OUT/table.md"
-if [ -s "$OUT/drops.txt" ]; then echo; echo "drop counters (cumulative over the run):"; cat "$OUT/drops.txt"; fi
-stop_nodes
+if [ -s "$OUT/drops.txt" ]; then echo; echo "drop counters, nonzero (mode, repetition, node):"; cat "$OUT/drops.txt"; fi
 fi
 
 # The measurements on a cluster of their own (scripts/seqcluster).

@@ -132,7 +132,15 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: rpcTimeout,
-		Logger:  logging.Hclog(cfg.Logger, "raft-net", rep),
+		// No pipelined replication: in the Raft library's pipeline, a
+		// follower's failed append (Success=false) ends the decoder while
+		// the sender may be parked on a full in-progress channel that only
+		// it would close, so the leader stops sending that follower
+		// entries (heartbeats go on, so no election heals it) and its
+		// Shutdown waits forever (hashicorp/raft#612). Found by
+		// clustertest.TestSequencedChecker; batching keeps throughput.
+		MaxRPCsInFlight: 1,
+		Logger:          logging.Hclog(cfg.Logger, "raft-net", rep),
 	})
 	closers = append(closers, trans.Close)
 

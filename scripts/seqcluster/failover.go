@@ -25,7 +25,7 @@ func failover(ns []*node) {
 		victim, pubNode, subNode := ns[k%nodes], ns[(k+1)%nodes], ns[(k+2)%nodes]
 		r, err := runRound(k, victim, pubNode, subNode)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "seqfailover: round %d: %v\n", k+1, err)
+			fmt.Fprintf(os.Stderr, "seqcluster: round %d: %v\n", k+1, err)
 			r.Err = err.Error()
 		}
 		results = append(results, r)
@@ -36,7 +36,7 @@ func failover(ns []*node) {
 		if err := victim.start(join); err == nil {
 			err = waitAlive(pubNode, nodes, 60*time.Second)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "seqfailover: %s did not rejoin: %v\n", victim.id, err)
+				fmt.Fprintf(os.Stderr, "seqcluster: %s did not rejoin: %v\n", victim.id, err)
 			}
 		} else {
 			check(err)

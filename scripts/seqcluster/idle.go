@@ -38,7 +38,14 @@ func idle(ns []*node) {
 	for t := range *topics {
 		g := t % *groups
 		c := clients[g%len(clients)]
-		check(c.Publish(ctx, &packet.Publish{Topic: fmt.Sprintf("idle/g%d/t%d", g, t), QoS: 1, Payload: []byte("x")}))
+		if err := c.Publish(ctx, &packet.Publish{Topic: fmt.Sprintf("idle/g%d/t%d", g, t), QoS: 1, Payload: []byte("x")}); err != nil {
+			// Report how far it got: on a loaded machine the groups'
+			// heartbeats can starve the creation of more.
+			check(fmt.Errorf("after %d topics (%d groups) in %.0f s: %w", t, min(t, *groups), time.Since(start).Seconds(), err))
+		}
+		if (t+1)%100 == 0 {
+			fmt.Fprintf(os.Stderr, "created %d topics in %.1f s\n", t+1, time.Since(start).Seconds())
+		}
 	}
 	fmt.Printf("created %d topics in %d groups in %.1f s\n", *topics, *groups, time.Since(start).Seconds())
 	time.Sleep(5 * time.Second) // leaders settle, first retention ticks pass

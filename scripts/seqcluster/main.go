@@ -202,7 +202,7 @@ func cleanup() { cleanupOnce.Do(stopNodes) }
 
 func check(err error) {
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "seqfailover: %v\n", err)
+		fmt.Fprintf(os.Stderr, "seqcluster: %v\n", err)
 		cleanup()
 		os.Exit(1)
 	}
