@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/memnet"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
 
@@ -183,5 +184,82 @@ func TestForwardPoolDroppedOnLeaderChange(t *testing.T) {
 		if n := edge.fwd.size(); n != 0 {
 			t.Errorf("%d idle connections after Close", n)
 		}
+	})
+}
+
+// TestForwardDeadlineOnAKeptConnection: a request on a kept connection to
+// a leader that stops answering ends at its context's deadline as an
+// unknown outcome, and the connection is not used again.
+func TestForwardDeadlineOnAKeptConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Options{DefaultRTT: 2 * time.Millisecond})
+		defer nw.Close()
+		ln, err := nw.Listen("10.0.0.1:7950")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		// A leader that answers the first request of each connection and
+		// then reads requests without answering.
+		var served sync.WaitGroup
+		served.Go(func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				served.Go(func() {
+					defer c.Close()
+					var kind [1]byte
+					if _, err := io.ReadFull(c, kind[:]); err != nil || kind[0] != kindForward {
+						return
+					}
+					for i := 0; ; i++ {
+						var req request
+						if err := readFrame(c, &req); err != nil {
+							return
+						}
+						if i == 0 {
+							if err := writeFrame(c, response{}); err != nil {
+								return
+							}
+						}
+					}
+				})
+			}
+		})
+		var dials atomic.Int64
+		dial := nw.DialFrom("10.0.0.2")
+		m := &Meta{cfg: Config{Dial: func(ctx context.Context, a string) (net.Conn, error) {
+			dials.Add(1)
+			return dial(ctx, a)
+		}}}
+		req := request{Op: opPropose, Cmd: []byte(`{}`)}
+		if _, err := m.forward(ctxFor(t, time.Second), "10.0.0.1:7950", req); err != nil {
+			t.Fatal(err)
+		}
+		if m.fwd.size() != 1 {
+			t.Fatalf("%d idle connections after an answered request, want 1", m.fwd.size())
+		}
+		start := time.Now()
+		_, err = m.forward(ctxFor(t, 100*time.Millisecond), "10.0.0.1:7950", req)
+		if !errors.Is(err, ErrUnknownOutcome) {
+			t.Fatalf("unanswered request: %v, want an unknown outcome", err)
+		}
+		if took := time.Since(start); took != 100*time.Millisecond {
+			t.Errorf("unanswered request ended after %v, want its deadline (100ms)", took)
+		}
+		if m.fwd.size() != 0 || dials.Load() != 1 {
+			t.Fatalf("after the timeout: %d idle, %d dials; want 0 and 1", m.fwd.size(), dials.Load())
+		}
+		if _, err := m.forward(ctxFor(t, time.Second), "10.0.0.1:7950", req); err != nil {
+			t.Fatal(err)
+		}
+		if dials.Load() != 2 {
+			t.Errorf("%d dials, want 2 (a new connection after the timed-out one)", dials.Load())
+		}
+		m.fwd.reset(true)
+		_ = ln.Close()
+		served.Wait()
 	})
 }
