@@ -29,7 +29,11 @@
 // forwarded write costs one round trip, not a dial more; the leader serves
 // a forward connection's requests one after another until it is idle for
 // 2 minutes. Join, which asks addresses that may not lead, uses a
-// connection of its own per request.
+// connection of its own per request. One cost: a request written on a
+// kept connection to a leader that restarted before this node saw the
+// leader change ends as an unknown outcome (callers re-propose with their
+// preconditions), where a new dial would have failed cleanly and been
+// retried.
 //
 // Membership of the group: a new cluster starts when the nodes listed in
 // Config.Bootstrap open with empty storage (all of them must be given the
