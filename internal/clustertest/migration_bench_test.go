@@ -74,6 +74,8 @@ func benchMigrations(t *testing.T, rtt [][]time.Duration, executors, topics, rep
 		}
 		meta := c.Node(0).Node.Meta()
 		from, to := c.Node(1).ID, c.Node(2).ID
+		leader, _ := meta.Leader()
+		t.Logf("metadata leader: %s", leader)
 		for _, n := range names {
 			if g, _ := meta.State().Group(n); g.Home != from {
 				t.Fatalf("%s homed on %s, want %s", n, g.Home, from)
