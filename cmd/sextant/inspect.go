@@ -117,9 +117,10 @@ func (c *ClientsKickCmd) Run(e *env) error {
 // TopicsCmd lists a node's topics (its default), retained messages and
 // subscriptions.
 type TopicsCmd struct {
-	List          TopicsListCmd          `cmd:"" default:"withargs" help:"List the topics the node holds something for (retained messages), with their mode and who receives them (the default)."`
+	List          TopicsListCmd          `cmd:"" default:"withargs" help:"List the topics the node holds something for (retained messages), with their mode and who receives them, then the placement groups of sequenced topics with their home, E(t), Lth and last move (the default)."`
 	Retained      TopicsRetainedCmd      `cmd:"" help:"List retained messages with their payloads."`
 	Subscriptions TopicsSubscriptionsCmd `cmd:"" help:"List the node's subscriptions."`
+	Move          TopicsMoveCmd          `cmd:"" help:"Move a sequenced topic's group to a node (no client reconnects); returns when the move is done."`
 }
 
 // TopicsListCmd lists topics.
@@ -145,7 +146,7 @@ func (c *TopicsListCmd) Run(e *env) error {
 			return err
 		}
 		limitNote(e.stdout, len(ts), c.Limit)
-		return nil
+		return printPlacement(ctx, e.stdout, cl, c.Filter)
 	})
 }
 

@@ -32,6 +32,8 @@ type CLI struct {
 	Clients ClientsCmd `cmd:"" help:"Show a node's clients and sessions, one client in detail, or disconnect one."`
 	Topics  TopicsCmd  `cmd:"" help:"Show a node's topics, retained messages and subscriptions."`
 	Policy  PolicyCmd  `cmd:"" help:"Read or replace the topic policy rules (docs/policy.md)."`
+	Log     LogCmd     `cmd:"" help:"Read a sequenced topic's history by index: get, latest, tail."`
+	Groups  GroupsCmd  `cmd:"" help:"List the placement groups of sequenced topics: home, replicas, leader, log size."`
 	Passwd  PasswdCmd  `cmd:"" help:"Add or change a user in a password file (bcrypt), or remove one."`
 	Emulate EmulateCmd `cmd:"" help:"Geo emulator: evaluate placement policies on real latency data."`
 	Health  HealthCmd  `cmd:"" help:"Check a node's readiness over its admin API (exit 0 when ready): the container health check."`
@@ -77,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.ValueFormatter(helpValue),
 		kong.Help(helpPrinter),
-		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n")},
+		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n"), "read_help": readHelp},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "sextant: %v\n", err)

@@ -45,6 +45,8 @@ type Server struct {
 	mux  *http.ServeMux
 
 	tokens atomic.Pointer[tokens] // nil: open
+
+	history History // nil: no history endpoints (WithHistory)
 }
 
 // New builds the handler.
@@ -91,6 +93,12 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r) {
+		return
+	}
+	// The history endpoints take a percent-encoded topic the mux would
+	// decode, clean and redirect (history.go).
+	if s.history != nil && len(r.URL.Path) > len(HistoryPrefix) && strings.HasPrefix(r.URL.Path, HistoryPrefix) {
+		s.serveHistory(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)

@@ -13,6 +13,7 @@ import (
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/message"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/monitor"
 	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/retained"
 	"github.com/sextantmq/sextant/internal/router"
@@ -69,6 +70,10 @@ type Broker struct {
 	// replays is told of subscriptions and attached sessions (nil: no
 	// sequenced topics); set before serving (SetReplays).
 	replays Replays
+	// observer is told of sequenced publishes, deliveries, subscriptions
+	// and connections ending, for live placement (nil: nobody); set
+	// before serving (SetObserver, observe.go).
+	observer monitor.Observer
 
 	moved movedSessions // relay.go: sessions released to another node
 
@@ -258,6 +263,7 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	if b.replays != nil {
 		b.replays.Attached(s)
 	}
+	b.observeAttach(s, c)
 	b.log.Info("client connected", "client", id, "remote", c.RemoteAddr().String(), "user", c.User(),
 		"protocol", p.Version.String(), "keep_alive", p.KeepAlive, "clean_start", p.CleanStart,
 		"session_expiry", expiry, "session_present", present)
@@ -281,6 +287,9 @@ func (b *Broker) Detach(s *session.Session, c *session.Conn, publishWill bool) {
 	b.mu.Unlock()
 	if !s.Unbind(c) {
 		return
+	}
+	if o := b.observer; o != nil {
+		o.Gone(s.ID)
 	}
 	b.mu.Lock()
 	b.mu.online--

@@ -52,7 +52,13 @@ func (b *Broker) publishSequenced(from *session.Session, m *message.Message, don
 	if r := b.remote; r != nil {
 		m.Origin = r.NodeID
 	}
-	return sq.Publish(client, pid, m, done)
+	if !sq.Publish(client, pid, m, done) {
+		return false
+	}
+	if o := b.observer; o != nil && from != nil {
+		o.Published(accessClient{id: client, c: from.Conn()}, m.Topic)
+	}
+	return true
 }
 
 // DeliverSequenced delivers the record at position seq of group's log, in
@@ -63,6 +69,9 @@ func (b *Broker) publishSequenced(from *session.Session, m *message.Message, don
 // the group for that session catches up. It never forwards: every node
 // receives the group's records from its own feed.
 func (b *Broker) DeliverSequenced(m *message.Message, group string, seq uint64) {
+	if o := b.observer; o != nil {
+		o.Delivered(m.Topic)
+	}
 	var ps session.Persist
 	f := b.fanouts.Get().(*fanout)
 	b.route(m, b.session(m.Publisher), everyGroup, f)

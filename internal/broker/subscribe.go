@@ -33,6 +33,7 @@ func (b *Broker) Subscribe(s *session.Session, reqs []session.SubRequest, done f
 			existed[i] = s.AddSubscription(r.Filter, r.Opts)
 		}
 	}
+	b.observeSubscribe(s, reqs, codes)
 	finish := func() {
 		done(codes)
 		b.sendRetained(s, reqs, codes, existed)
@@ -135,6 +136,13 @@ func (b *Broker) Unsubscribe(s *session.Session, filters []string, done func([]p
 	b.announceInterest(changes)
 	for _, f := range filters {
 		s.RemoveSubscription(f)
+	}
+	if o := b.observer; o != nil {
+		for i, f := range filters {
+			if !codes[i].IsError() {
+				o.Unsubscribed(s.ID, f)
+			}
+		}
 	}
 	if s.Persistent() && b.store != nil {
 		b.persistSession(s, b.clock.Now(), func(err error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/memnet"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/monitor/agent"
 	"github.com/sextantmq/sextant/internal/node"
 	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/store"
@@ -47,6 +48,9 @@ type Options struct {
 	// BreakAfter is how long a connection stalled by a cut lasts before the
 	// network resets it (memnet.Options.BreakAfter; default 10 s).
 	BreakAfter time.Duration
+	// Placement adjusts each node's monitoring agent (node.Options.Placement),
+	// given the node's id: tests fake its process load.
+	Placement func(node string, c *agent.Config)
 }
 
 // Cluster is a set of in-process nodes on one memnet network, each built
@@ -197,6 +201,11 @@ func (n *Node) start() error {
 	nd, err := node.New(n.nodeConfig(), node.Options{
 		Log: c.log.With("node", n.ID), Version: "test", Network: c.Net.Host(n.Host),
 		Seed: c.opts.Seed + uint64(n.Index), Ephemeral: !c.opts.Store, GroupSegmentBytes: c.opts.GroupSegmentBytes,
+		Placement: func(a *agent.Config) {
+			if c.opts.Placement != nil {
+				c.opts.Placement(n.ID, a)
+			}
+		},
 		Cluster: func(cfg *cluster.Config) {
 			cfg.Peer = c.opts.Peer
 			if c.opts.Cluster != nil {
@@ -210,8 +219,8 @@ func (n *Node) start() error {
 	if err := nd.Start(); err != nil {
 		return err
 	}
-	n.Node, n.Broker, n.Cluster, n.Store, n.Metrics = nd, nd.Broker(), nd.ClusterLayer(), nd.Store(), nd.Metrics()
 	n.mu.Lock()
+	n.Node, n.Broker, n.Cluster, n.Store, n.Metrics = nd, nd.Broker(), nd.ClusterLayer(), nd.Store(), nd.Metrics()
 	n.running = true
 	n.mu.Unlock()
 	return nil

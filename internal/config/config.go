@@ -80,15 +80,16 @@ type Config struct {
 	WriteTimeout      time.Duration `name:"write-timeout" yaml:"write-timeout" default:"30s" help:"A client that accepts no bytes for this long is disconnected."`
 	SysInterval       time.Duration `name:"sys-interval" yaml:"sys-interval" default:"10s" help:"How often $SYS/ statistics are published (0 disables)."`
 
-	PlacementPolicy   string        `name:"placement-policy" yaml:"placement-policy" default:"center" enum:"center,centroid,allpairs,hash,publisher" help:"How the placement manager ranks homes for a sequenced topic's group: center (smallest enclosing ball of its clients' coordinates), centroid (ePulsar's rule), allpairs (worst producer-consumer pair), hash (latency-agnostic), publisher (the busiest publisher's node). See docs/placement.md."`
-	PlacementInterval time.Duration `name:"placement-interval" yaml:"placement-interval" default:"5s" help:"How often every node reports its load and its sequenced topics' clients to the metadata leader, and the leader's placement manager plans (an overload or a latency violation is looked at sooner, at most every fifth of it)."`
-	PlacementOverload int           `name:"placement-overload-percent" yaml:"placement-overload-percent" default:"85" help:"CPU, memory or network utilisation, in percent, above which a node is overloaded and sheds its busiest sequenced topics' groups (only when moving them can bring it under)."`
-	PlacementMaxOut   int           `name:"placement-max-out-rate" yaml:"placement-max-out-rate" default:"0" help:"Messages per second a node may send before it is overloaded (0: no limit)."`
-	PlacementNetwork  int64         `name:"placement-network-capacity" yaml:"placement-network-capacity" default:"0" help:"Bytes per second the node's network carries; its network utilisation is its client and peer traffic over this (0: not measured, never an overload)."`
-	PlacementMargin   time.Duration `name:"placement-margin" yaml:"placement-margin" default:"2ms" help:"Hysteresis: a group moves for latency only if its new home's estimated worst-case latency is lower by more than this and by more than placement-margin-percent."`
-	PlacementMarginPc int           `name:"placement-margin-percent" yaml:"placement-margin-percent" default:"5" help:"Hysteresis: the least gain, in percent of the current estimate, for a move for latency."`
-	PlacementConfirm  int           `name:"placement-confirm" yaml:"placement-confirm" default:"3" help:"Hysteresis: planning rounds (placement-interval apart) a move for latency must be indicated in, towards the same node, before it is decided (1: at once)."`
-	PlacementCooldown time.Duration `name:"placement-cooldown" yaml:"placement-cooldown" default:"30s" help:"Hysteresis: after a group moves it is not moved again for latency or load for this long (rounded up to whole placement-intervals)."`
+	PlacementPolicy    string        `name:"placement-policy" yaml:"placement-policy" default:"center" enum:"center,centroid,allpairs,hash,publisher" help:"How the placement manager ranks homes for a sequenced topic's group: center (smallest enclosing ball of its clients' coordinates), centroid (ePulsar's rule), allpairs (worst producer-consumer pair), hash (latency-agnostic), publisher (the busiest publisher's node). See docs/placement.md."`
+	PlacementInterval  time.Duration `name:"placement-interval" yaml:"placement-interval" default:"5s" help:"How often every node reports its load and its sequenced topics' clients to the metadata leader, and the leader's placement manager plans (an overload or a latency violation is looked at sooner, at most every fifth of it)."`
+	PlacementOverload  int           `name:"placement-overload-percent" yaml:"placement-overload-percent" default:"85" help:"CPU, memory or network utilisation, in percent, above which a node is overloaded and sheds its busiest sequenced topics' groups (only when moving them can bring it under)."`
+	PlacementMaxOut    int           `name:"placement-max-out-rate" yaml:"placement-max-out-rate" default:"0" help:"Messages per second a node may send before it is overloaded (0: no limit)."`
+	PlacementNetwork   int64         `name:"placement-network-capacity" yaml:"placement-network-capacity" default:"0" help:"Bytes per second the node's network carries; its network utilisation is its client and peer traffic over this (0: not measured, never an overload)."`
+	PlacementMargin    time.Duration `name:"placement-margin" yaml:"placement-margin" default:"2ms" help:"Hysteresis: a group moves for latency only if its new home's estimated worst-case latency is lower by more than this and by more than placement-margin-percent."`
+	PlacementMarginPc  int           `name:"placement-margin-percent" yaml:"placement-margin-percent" default:"5" help:"Hysteresis: the least gain, in percent of the current estimate, for a move for latency."`
+	PlacementConfirm   int           `name:"placement-confirm" yaml:"placement-confirm" default:"3" help:"Hysteresis: planning rounds (placement-interval apart) a move for latency must be indicated in, towards the same node, before it is decided (1: at once)."`
+	PlacementCooldown  time.Duration `name:"placement-cooldown" yaml:"placement-cooldown" default:"30s" help:"Hysteresis: after a group moves it is not moved again for latency or load for this long (rounded up to whole placement-intervals)."`
+	PlacementExecutors int           `name:"placement-executors" yaml:"placement-executors" default:"16" help:"Migrations of sequenced topics' groups this node carries out at once as their home (a pool of workers; each moves one group: hands over its log or its lead, with the group's publishes held for the switch). 1 to 1024."`
 
 	DrainTimeout    time.Duration `name:"drain-timeout" yaml:"drain-timeout" default:"15s" help:"On SIGTERM or a drain, how long to wait for connected persistent sessions to be taken over by other nodes before stopping (0: do not wait; a node running alone never waits)."`
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" yaml:"shutdown-timeout" default:"30s" help:"Bound on the whole stop after SIGTERM, drain included: past it the process exits with what is not yet closed. Keep it below the service manager's stop timeout."`
@@ -227,6 +228,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PlacementMarginPc < 0 || c.PlacementMarginPc > 100 {
 		bad("placement-margin-percent", "%d is outside 0..100", c.PlacementMarginPc)
+	}
+	if c.PlacementExecutors < 1 || c.PlacementExecutors > 1024 {
+		bad("placement-executors", "%d is outside 1..1024", c.PlacementExecutors)
 	}
 	if c.PlacementConfirm < 1 || c.PlacementConfirm > 1000 {
 		bad("placement-confirm", "%d is outside 1..1000 rounds", c.PlacementConfirm)

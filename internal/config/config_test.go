@@ -136,6 +136,7 @@ func TestPlacementKeys(t *testing.T) {
 		"placement-overload-percent": func(c *Config) { c.PlacementOverload = 120 },
 		"placement-margin-percent":   func(c *Config) { c.PlacementMarginPc = -1 },
 		"placement-confirm":          func(c *Config) { c.PlacementConfirm = 0 },
+		"placement-executors":        func(c *Config) { c.PlacementExecutors = 0 },
 		"placement-cooldown":         func(c *Config) { c.PlacementCooldown = -time.Second },
 		"placement-network-capacity": func(c *Config) { c.PlacementNetwork = -1 },
 	} {

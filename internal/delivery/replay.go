@@ -402,7 +402,18 @@ type source struct {
 	group string
 	node  string
 	fails int
+	// seen: the group was in this node's metadata copy; missing from it
+	// since, it was deleted. Not seen yet, the copy may be behind (a node
+	// just restarted, whose sessions' cursors name groups it has not
+	// learnt again yet): read and seek wait for it (unknownGroupWait).
+	seen       bool
+	unseenFrom time.Time
 }
+
+// unknownGroupWait bounds how long a replay waits for its group to appear
+// in this node's metadata copy before taking it for deleted (and the
+// session's cursor on it with it).
+const unknownGroupWait = time.Minute
 
 // pick chooses the node to read from.
 func (src *source) pick() (string, []string, bool) {
@@ -411,6 +422,7 @@ func (src *source) pick() (string, []string, bool) {
 	if !ok {
 		return "", nil, false
 	}
+	src.seen = true
 	if src.node == "" {
 		src.node = rec.Home
 		f.mu.Lock()
@@ -440,13 +452,51 @@ func (src *source) failed(ctx context.Context, voters []string) bool {
 	}
 }
 
+// awaitGroup waits, after pick found no record of the group, for the
+// metadata copy to change: true to try again; false when the group is
+// gone (it was seen before, or has not appeared for unknownGroupWait) or
+// ctx ended.
+func (src *source) awaitGroup(ctx context.Context) bool {
+	f := src.f
+	if src.seen {
+		return false
+	}
+	now := f.clock.Now()
+	if src.unseenFrom.IsZero() {
+		src.unseenFrom = now
+	}
+	if now.Sub(src.unseenFrom) >= unknownGroupWait {
+		f.log.Warn("delivery: a replay's group did not appear in the metadata copy; taken for deleted",
+			"group", src.group, "waited", unknownGroupWait)
+		return false
+	}
+	changed := f.cfg.Meta.Changed()
+	if _, ok := f.cfg.Meta.State().Group(src.group); ok {
+		return true
+	}
+	t := f.clock.NewTimer(backoffMax)
+	defer t.Stop()
+	select {
+	case <-changed:
+		return true
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // read reads g's records from position from, trying its replicas in turn
-// for as long as the group exists; false once it is gone or ctx ended.
+// for as long as the group exists (waiting for a metadata copy that has
+// not learnt it yet: awaitGroup); false once it is gone or ctx ended.
 func (src *source) read(ctx context.Context, from uint64) (groupRecords, bool) {
 	f := src.f
 	for ctx.Err() == nil {
 		node, voters, ok := src.pick()
 		if !ok {
+			if src.awaitGroup(ctx) {
+				continue
+			}
 			return groupRecords{}, false
 		}
 		resp, err := f.call(ctx, node, pollRequest{Poll: f.polls.Add(1), Groups: []pollGroup{{Group: src.group, From: from}}})
@@ -469,6 +519,9 @@ func (src *source) seek(ctx context.Context, r session.SubRequest, retained bool
 	for ctx.Err() == nil {
 		node, voters, ok := src.pick()
 		if !ok {
+			if src.awaitGroup(ctx) {
+				continue
+			}
 			return seekResponse{}, false
 		}
 		resp, err := f.seekAt(ctx, node, req)

@@ -30,6 +30,9 @@
 //     cannot open (a handshake needs both ways); Heal(a, b) undoes cuts in
 //     both directions. Break(a, b) resets the streams open between two hosts
 //     without cutting anything, as a connection dropped by a middlebox.
+//   - Stall(host) freezes a host as a stopped process (SIGSTOP): its streams
+//     deliver nothing either way but are never reset, datagrams it sends are
+//     dropped and those sent to it are held; Resume delivers what waited.
 //   - Deadlines follow net.Conn: an expired deadline fails the call with an
 //     error for which errors.Is(err, os.ErrDeadlineExceeded) holds.
 //

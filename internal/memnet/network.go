@@ -100,6 +100,8 @@ type Network struct {
 		loss      map[link]float64
 		cut       map[pair]bool // traffic from pair.from to pair.to is cut
 		isolated  map[string]bool
+		frozen    map[string]bool       // hosts stalled by Stall
+		held      map[string][]heldGram // datagrams to a stalled host, delivered at Resume
 		listeners map[string]*Listener
 		packets   map[string]*PacketConn
 		streams   map[*stream]struct{}
@@ -115,6 +117,8 @@ func New(opts Options) *Network {
 	n.mu.loss = map[link]float64{}
 	n.mu.cut = map[pair]bool{}
 	n.mu.isolated = map[string]bool{}
+	n.mu.frozen = map[string]bool{}
+	n.mu.held = map[string][]heldGram{}
 	n.mu.listeners = map[string]*Listener{}
 	n.mu.packets = map[string]*PacketConn{}
 	n.mu.streams = map[*stream]struct{}{}
@@ -310,6 +314,25 @@ func (n *Network) Break(a, b string) {
 	}
 }
 
+// ResetHost resets every stream with an end on host now (ErrReset on both
+// ends), its same-host streams included: what the peers of a killed
+// process see when its kernel closes its sockets.
+func (n *Network) ResetHost(host string) {
+	n.ctl.Lock()
+	defer n.ctl.Unlock()
+	n.mu.Lock()
+	var ss []*stream
+	for s := range n.mu.streams {
+		if s.addr[0].Host == host || s.addr[1].Host == host {
+			ss = append(ss, s)
+		}
+	}
+	n.mu.Unlock()
+	for _, s := range ss {
+		s.reset(ErrReset)
+	}
+}
+
 // Isolate cuts host from every other host, including hosts that appear later.
 func (n *Network) Isolate(host string) {
 	n.control(func() { n.mu.isolated[host] = true })
@@ -318,6 +341,66 @@ func (n *Network) Isolate(host string) {
 // Rejoin undoes Isolate(host). Partitions of single links stay in force.
 func (n *Network) Rejoin(host string) {
 	n.control(func() { delete(n.mu.isolated, host) })
+}
+
+// Stall freezes host as a stopped process (SIGSTOP): every stream with an
+// end on it, its clients' on the same host included, stops delivering in
+// both directions, and writers block once a direction's buffer is full, but
+// no stream is reset however long the stall lasts (the kernel of a stopped
+// process keeps its connections). New streams to or from it open and are
+// frozen too. Datagrams it sends are dropped (a stopped process sends
+// nothing); datagrams to it are held, up to Options.PacketQueue per host,
+// and delivered at Resume. The code running on the host is not stopped:
+// in-process it keeps its timers, which a real stop would freeze.
+func (n *Network) Stall(host string) { n.freeze(host, true) }
+
+// Resume undoes Stall(host): what was written meanwhile is delivered, one
+// one-way latency after now at the earliest, and the held datagrams
+// arrive.
+func (n *Network) Resume(host string) { n.freeze(host, false) }
+
+// Stalled reports whether host is stalled.
+func (n *Network) Stalled(host string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.frozen[host]
+}
+
+func (n *Network) freeze(host string, on bool) {
+	n.ctl.Lock()
+	defer n.ctl.Unlock()
+	type effect struct {
+		s      *stream
+		frozen bool
+		oneway [2]time.Duration
+	}
+	n.mu.Lock()
+	if on {
+		n.mu.frozen[host] = true
+	} else {
+		delete(n.mu.frozen, host)
+	}
+	var effects []effect
+	for s := range n.mu.streams {
+		h0, h1 := s.addr[0].Host, s.addr[1].Host
+		if h0 != host && h1 != host {
+			continue
+		}
+		effects = append(effects, effect{s: s, frozen: n.mu.frozen[h0] || n.mu.frozen[h1],
+			oneway: [2]time.Duration{n.onewayLocked(h0, h1), n.onewayLocked(h1, h0)}})
+	}
+	var held []heldGram
+	if !on {
+		held = n.mu.held[host]
+		delete(n.mu.held, host)
+	}
+	n.mu.Unlock()
+	for _, e := range effects {
+		e.s.setFrozen(e.frozen, e.oneway)
+	}
+	for _, h := range held {
+		n.deliver(h.dst, h.d)
+	}
 }
 
 // HealAll removes every partition and isolation.

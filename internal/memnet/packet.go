@@ -12,6 +12,12 @@ type datagram struct {
 	from Addr
 }
 
+// heldGram is a datagram waiting for its stalled receiver's host to resume.
+type heldGram struct {
+	dst Addr
+	d   datagram
+}
+
 // PacketConn is a memnet datagram endpoint. It implements net.PacketConn.
 type PacketConn struct {
 	nw    *Network
@@ -126,7 +132,7 @@ func (pc *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	}
 	n := pc.nw
 	n.mu.Lock()
-	drop := n.mu.closed || n.dropLocked(pc.addr.Host, dst.Host)
+	drop := n.mu.closed || n.mu.frozen[pc.addr.Host] || n.dropLocked(pc.addr.Host, dst.Host)
 	delay := n.onewayLocked(pc.addr.Host, dst.Host)
 	n.mu.Unlock()
 	if drop {
@@ -144,6 +150,14 @@ func (pc *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 // deliver hands a datagram to its receiver if the path is still open.
 func (n *Network) deliver(dst Addr, d datagram) {
 	n.mu.Lock()
+	if n.mu.frozen[dst.Host] && !n.mu.closed {
+		// A stopped process's socket buffer holds what arrives.
+		if q := n.mu.held[dst.Host]; len(q) < n.opts.PacketQueue {
+			n.mu.held[dst.Host] = append(q, heldGram{dst: dst, d: d})
+		}
+		n.mu.Unlock()
+		return
+	}
 	pc := n.mu.packets[dst.String()]
 	ok := pc != nil && !n.mu.closed && n.reachableLocked(d.from.Host, dst.Host)
 	n.mu.Unlock()

@@ -45,6 +45,7 @@ type stream struct {
 		dir     [2]half
 		ep      [2]endpoint
 		stalled [2]bool // direction i (what side i writes) is cut
+		frozen  bool    // an end's host is stalled (Network.Stall): nothing is delivered, nothing resets
 		err     error   // once set, the stream is reset and every call fails
 		breaker *time.Timer
 		changed chan struct{} // closed and replaced on every state change
@@ -124,6 +125,35 @@ func (s *stream) setStalled(blocked [2]bool, oneway [2]time.Duration) {
 	s.notifyLocked()
 }
 
+// setFrozen stops or resumes delivery in both directions for a stalled
+// host (Network.Stall, Resume). Unlike a cut, a frozen stream is never
+// reset: a stopped process's peer keeps its connection. On resume what was
+// written meanwhile arrives one one-way latency later at the earliest.
+func (s *stream) setFrozen(frozen bool, oneway [2]time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.err != nil || s.mu.frozen == frozen {
+		return
+	}
+	if !frozen {
+		now := time.Now()
+		for i := range s.mu.dir {
+			h := &s.mu.dir[i]
+			floor := now.Add(oneway[i])
+			for j := range h.segs {
+				if h.segs[j].at.Before(floor) {
+					h.segs[j].at = floor
+				}
+			}
+			if h.last.Before(floor) && len(h.segs) > 0 {
+				h.last = floor
+			}
+		}
+	}
+	s.mu.frozen = frozen
+	s.notifyLocked()
+}
+
 // reset fails the stream on both sides with err.
 func (s *stream) reset(err error) {
 	s.mu.Lock()
@@ -177,7 +207,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", err)
 		}
 		in := &s.mu.dir[1-c.side]
-		stalled := s.mu.stalled[1-c.side]
+		stalled := s.mu.stalled[1-c.side] || s.mu.frozen
 		now := time.Now()
 		n := 0
 		for !stalled && len(in.segs) > 0 && !in.segs[0].at.After(now) && n < len(b) {
@@ -457,6 +487,7 @@ func (n *Network) Dial(ctx context.Context, from, to string) (net.Conn, error) {
 	var c *Conn
 	if l := n.mu.listeners[dst.String()]; l != nil {
 		s := newStream(n, src, dst)
+		s.mu.frozen = n.mu.frozen[src.Host] || n.mu.frozen[dst.Host] // not yet shared: no lock needed
 		select {
 		case l.backlog <- &Conn{s: s, side: 1}:
 			n.mu.streams[s] = struct{}{}

@@ -20,6 +20,7 @@ import (
 	"github.com/sextantmq/sextant/internal/membership"
 	"github.com/sextantmq/sextant/internal/meta"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/migration"
 	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/peer"
 	"github.com/sextantmq/sextant/internal/replicas"
@@ -58,6 +59,9 @@ type clusterParts struct {
 	groups     *replicas.Set          // this node's placement-group replicas (sequenced.go)
 	router     *sequenced.Router      // the access node's sequenced publish path
 	feeds      *delivery.Feeds        // sequenced records to local subscribers
+	migrations *migration.Driver      // moves groups this node is home of (migration.go)
+	receiver   *migration.Receiver    // takes groups handed over to this node
+	placement  *placementParts        // live placement (placement.go)
 }
 
 func (n *Node) startCluster(ctx context.Context) error {
@@ -87,7 +91,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.registerSelf(self)
-		return n.startGroups(cp, nil, nil)
+		if err := n.startGroups(cp, nil, nil); err != nil {
+			return err
+		}
+		return n.startPlacement(cp)
 	}
 
 	var peerTLS *tls.Config
@@ -178,6 +185,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	if err := n.startGroups(cp, groupLn, peerTLS); err != nil {
+		return err
+	}
+	if err := n.startPlacement(cp); err != nil {
 		return err
 	}
 	n.broker.SetRemote(cp.layer.Remote())

@@ -20,6 +20,7 @@ import (
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/listener"
 	"github.com/sextantmq/sextant/internal/metrics"
+	"github.com/sextantmq/sextant/internal/monitor/agent"
 	"github.com/sextantmq/sextant/internal/netx"
 	"github.com/sextantmq/sextant/internal/run"
 	"github.com/sextantmq/sextant/internal/session"
@@ -54,6 +55,9 @@ type Options struct {
 	// so that retention, which removes whole sealed segments, acts on
 	// little data.
 	GroupSegmentBytes int64
+	// Placement adjusts the monitoring agent's config before it is built
+	// (tests fake the process's load).
+	Placement func(*agent.Config)
 }
 
 // Network is where a node listens and dials: TCP streams and UDP
@@ -268,8 +272,7 @@ func (n *Node) Start() error {
 		}
 	}
 	if ln := n.mu.adminLn; ln != nil {
-		api := adminapi.New(n, n.metrics.Registry, n.log).WithCluster(n).WithClients(clientList{n}).WithDrain(n).WithRemove(n).
-			WithInspector(inspector{n}).WithKick(inspector{n})
+		api := n.newAdminAPI()
 		api.SetTokens(n.security.adminToken, n.security.readToken)
 		n.mu.adminAPI = api
 		n.mu.admin = &http.Server{Handler: api, ReadHeaderTimeout: adminReadHeaderTimeout, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}

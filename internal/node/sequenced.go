@@ -102,6 +102,9 @@ func (n *Node) startPublishPath(cp *clusterParts) error {
 	}
 	cp.router = router
 	n.broker.SetSequencer(seqPublisher{router})
+	if err := n.startMigrations(cp, home); err != nil {
+		return err
+	}
 	return n.startFeeds(cp)
 }
 
@@ -122,6 +125,15 @@ func (n *Node) startFeeds(cp *clusterParts) error {
 			return fmt.Errorf("node: %w", err)
 		}
 		if err := cp.layer.Handle(delivery.MethodRange, srv.ServeRange); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		if err := cp.layer.Handle(methodGroupStats, n.serveGroupStats); err != nil { // groups.go
+			return fmt.Errorf("node: %w", err)
+		}
+		if err := cp.layer.Handle(methodLinearRead, n.serveLinearRead); err != nil { // linearread.go
+			return fmt.Errorf("node: %w", err)
+		}
+		if err := cp.layer.Handle(methodMetaApplied, n.serveMetaApplied); err != nil { // linearread.go
 			return fmt.Errorf("node: %w", err)
 		}
 		dc.Peers = cp.layer.Peers()
@@ -163,6 +175,9 @@ func (p seqPublisher) Publish(clientID string, packetID uint16, m *message.Messa
 // closeGroups closes the group replicas, then the engine.
 func (cp *clusterParts) closeGroups() error {
 	var errs []error
+	if cp.receiver != nil {
+		cp.receiver.Close()
+	}
 	if cp.groups != nil {
 		errs = append(errs, cp.groups.Close())
 	}

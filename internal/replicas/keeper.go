@@ -37,9 +37,10 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 		ch := s.cfg.Meta.Changed()
 		if rec, ok := s.cfg.Meta.State().Group(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
 			switch {
-			case rec.HomeReason == fsm.ReasonCreated && !handedOver:
+			case rec.HomeReason == fsm.ReasonCreated && !handedOver && (rec.Desired == nil || rec.Desired.Home != s.cfg.NodeID):
 				// The group's first election chose another replica than
-				// the home it was placed on: hand the lead over (once).
+				// the home it was placed on: hand the lead over (once),
+				// unless a migration brought the lead here.
 				handedOver = true
 				if s.handOver(ctx, r, rec.Home) {
 					continue
@@ -89,7 +90,7 @@ func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	got, err := s.cfg.Meta.SetGroupHome(ctx, fsm.HomeChange{
-		Group: rec.ID, Home: s.cfg.NodeID, Epoch: rec.Epoch + 1, Reason: fsm.ReasonFailover, At: s.clock.Now(),
+		Group: rec.ID, Home: s.cfg.NodeID, Epoch: rec.Epoch + 1, Reason: claimReason(rec, s.cfg.NodeID), At: s.clock.Now(),
 	})
 	switch {
 	case err == nil:
@@ -103,6 +104,23 @@ func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
 	}
 	s.log.Warn("recording this node as a group's home failed", "group", rec.ID, "err", err)
 	return false
+}
+
+// claimReason is why the lead came to node: a migration's when a pending
+// decision names it home (the old home handed the lead over), else a
+// failover.
+func claimReason(rec fsm.Group, node string) fsm.Reason {
+	d := rec.Desired
+	if d == nil || d.Home != node {
+		return fsm.ReasonFailover
+	}
+	switch d.Reason {
+	case fsm.ReasonViolation:
+		return fsm.ReasonMigration
+	case fsm.ReasonOverload:
+		return fsm.ReasonRebalance
+	}
+	return d.Reason
 }
 
 // retain proposes a retention tick with the record's bounds, on the

@@ -3,9 +3,12 @@ package replicas
 import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the set's own; the replication engine exports the groups'
-// Raft figures (sextant_replication_*).
+// Raft figures (sextant_replication_*). No series has a group label: a node
+// may hold thousands of groups (docs/operations.md, "Sequenced topics");
+// per-group figures are in GET /v1/groups.
 type metrics struct {
 	open             prometheus.Gauge
+	appliedRecords   prometheus.Counter
 	openFailures     prometheus.Counter
 	homeClaims       prometheus.Counter
 	handovers        prometheus.Counter
@@ -16,6 +19,8 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	m := &metrics{
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sextant_groups_open",
 			Help: "Placement groups this node runs a replica of."}),
+		appliedRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_applied_records_total",
+			Help: "Records appended to the topic logs of the groups this node holds a replica of, as their state machines applied them (its rate is the apply rate; a restored snapshot does not count)."}),
 		openFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_open_failures_total",
 			Help: "Attempts to open a placement group replica that failed (retried)."}),
 		homeClaims: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_home_claims_total",
@@ -26,9 +31,64 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Records removed by retention ticks this node proposed as a group's leader."}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.open, m.openFailures, m.homeClaims, m.handovers, m.retentionRemoved} {
+		for _, c := range []prometheus.Collector{m.open, m.appliedRecords, m.openFailures, m.homeClaims, m.handovers, m.retentionRemoved} {
 			_ = r.Register(c)
 		}
 	}
 	return m
+}
+
+// Values of the role label of the log-size gauges.
+const (
+	roleLeader   = "leader"
+	roleFollower = "follower" // a follower, a learner, or a replica without a leader
+)
+
+// logCollector reports the size of the topic logs of the groups open on a
+// set, summed over groups by this node's role in them, at every scrape.
+type logCollector struct {
+	s                        *Set
+	records, bytes, segments *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*logCollector)(nil)
+
+func newLogCollector(s *Set) *logCollector {
+	return &logCollector{s: s,
+		records: prometheus.NewDesc("sextant_groups_log_records",
+			"Records held in the topic logs of the groups this node holds a replica of, by its role in them.", []string{"role"}, nil),
+		bytes: prometheus.NewDesc("sextant_groups_log_bytes",
+			"Bytes of the topic logs of the groups this node holds a replica of, by its role in them.", []string{"role"}, nil),
+		segments: prometheus.NewDesc("sextant_groups_log_segments",
+			"Segment files of the topic logs of the groups this node holds a replica of, by its role in them.", []string{"role"}, nil),
+	}
+}
+
+func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.records
+	ch <- c.bytes
+	ch <- c.segments
+}
+
+func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
+	type sums struct {
+		records, bytes float64
+		segments       float64
+	}
+	by := map[string]*sums{roleLeader: {}, roleFollower: {}}
+	for _, r := range c.s.replicas() {
+		st := r.Seq.Stats().Log
+		role := roleFollower
+		if r.Rep.IsLeader() {
+			role = roleLeader
+		}
+		by[role].records += float64(st.Records)
+		by[role].bytes += float64(st.Bytes)
+		by[role].segments += float64(st.Segments)
+	}
+	for role, v := range by {
+		ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, v.records, role)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, v.bytes, role)
+		ch <- prometheus.MustNewConstMetric(c.segments, prometheus.GaugeValue, v.segments, role)
+	}
 }

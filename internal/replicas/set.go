@@ -143,7 +143,21 @@ func New(cfg Config) (*Set, error) {
 	s := &Set{cfg: cfg, log: cfg.Log, clock: cfg.Clock, group: run.NewGroup(context.Background()), metrics: newMetrics(cfg.Registerer)}
 	s.mu.open = map[string]*Replica{}
 	s.mu.changed = make(chan struct{})
+	if cfg.Registerer != nil {
+		_ = cfg.Registerer.Register(newLogCollector(s)) // a second set on one registry keeps the first one's
+	}
 	return s, nil
+}
+
+// replicas returns the replicas open here.
+func (s *Set) replicas() []*Replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Replica, 0, len(s.mu.open))
+	for _, r := range s.mu.open {
+		out = append(out, r)
+	}
+	return out
 }
 
 // Start begins following the metadata group.
@@ -319,7 +333,7 @@ func (s *Set) open(ctx context.Context, st fsm.State, g fsm.Group) (*Replica, er
 	if err != nil {
 		return nil, err
 	}
-	machine := &notifying{FSM: replica.New(seq), notify: s.notify}
+	machine := &notifying{FSM: replica.New(seq), seq: seq, applied: s.metrics.appliedRecords, notify: s.notify}
 	r := &Replica{ID: g.ID, Seq: seq}
 	if single {
 		r.Rep, err = replication.NewSingle[sequencer.Result](replication.GroupID(g.ID), machine,
@@ -392,16 +406,23 @@ func (s *Set) remove(id string) {
 	}
 }
 
-// notifying tells the set after every batch the group applied.
+// notifying tells the set after every batch the group applied, and counts
+// the records it appended.
 type notifying struct {
 	*replica.FSM
-	notify func()
+	seq     *sequencer.Sequencer
+	applied prometheus.Counter
+	notify  func()
 }
 
 var _ replication.FSM[sequencer.Result] = (*notifying)(nil)
 
 func (n *notifying) Apply(entries []replication.Entry) ([]sequencer.Result, error) {
+	before := n.seq.NextSeq()
 	res, err := n.FSM.Apply(entries)
+	if after := n.seq.NextSeq(); after > before {
+		n.applied.Add(float64(after - before))
+	}
 	n.notify()
 	return res, err
 }

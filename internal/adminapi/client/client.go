@@ -204,3 +204,18 @@ func (c *Client) RemoveNode(ctx context.Context, id string, force bool) error {
 	}
 	return c.do(ctx, "DELETE", path, nil, nil)
 }
+
+// Migrations lists the node's running and recent migrations.
+func (c *Client) Migrations(ctx context.Context) ([]adminapi.MigrationInfo, error) {
+	var out []adminapi.MigrationInfo
+	err := c.do(ctx, http.MethodGet, "/v1/migrations", nil, &out)
+	return out, err
+}
+
+// Move moves a sequenced topic's group to a node and waits until it is
+// done (or the request's timeout).
+func (c *Client) Move(ctx context.Context, req adminapi.MoveRequest) (adminapi.MoveResult, error) {
+	var out adminapi.MoveResult
+	err := c.do(ctx, http.MethodPost, "/v1/migrations", req, &out)
+	return out, err
+}

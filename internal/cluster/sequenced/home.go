@@ -11,6 +11,7 @@ import (
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/replicas"
 	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/sequencer"
 )
 
 // turnTimeout bounds how long a batch waits for its stream's previous
@@ -40,6 +41,9 @@ type Home struct {
 	mu struct {
 		sync.Mutex
 		streams map[streamKey]*stream
+		fences  map[string]*fence // by group: see fence.go
+		active  map[string]int    // by group: batches admitted, their Submit not returned
+		idle    map[string][]chan struct{}
 	}
 }
 
@@ -64,6 +68,9 @@ func NewHome(groups Groups, clk clock.Clock, reg prometheus.Registerer) *Home {
 	}
 	h := &Home{groups: groups, clock: clk, metrics: newMetrics(reg)}
 	h.mu.streams = map[streamKey]*stream{}
+	h.mu.fences = map[string]*fence{}
+	h.mu.active = map[string]int{}
+	h.mu.idle = map[string][]chan struct{}{}
 	return h
 }
 
@@ -89,16 +96,14 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 		h.metrics.served(StatusStale)
 		return response{Status: StatusStale}
 	}
-	p, err := r.Rep.Submit(ctx, req.Cmd)
-	if err != nil && errors.Is(err, replication.ErrNotLeader) && r.Rep.Leader().ID == "" {
-		// An election is under way (the home failed): wait for its
-		// outcome here rather than send the access node round the
-		// voters with growing backoffs. If this replica wins, it takes
-		// the batch at once.
-		if h.awaitLeader(ctx, r) {
-			p, err = r.Rep.Submit(ctx, req.Cmd)
-		}
+	if resp, ok := h.admit(req.Group); !ok {
+		// Fenced for a migration: nothing of the stream is submitted
+		// from here on (the access node restarts it elsewhere).
+		h.done(key, req.Stream, req.N)
+		h.metrics.served(resp.Status)
+		return resp
 	}
+	p, err := h.submit(ctx, r, req)
 	h.done(key, req.Stream, req.N)
 	if err != nil {
 		resp := submitError(err)
@@ -116,6 +121,22 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 	}
 	h.metrics.served(StatusOK)
 	return response{Status: StatusOK, Published: res.Publishes}
+}
+
+// submit submits an admitted batch; the fence count ends with it.
+func (h *Home) submit(ctx context.Context, r *replicas.Replica, req request) (*replication.Pending[sequencer.Result], error) {
+	defer h.end(req.Group)
+	p, err := r.Rep.Submit(ctx, req.Cmd)
+	if err != nil && errors.Is(err, replication.ErrNotLeader) && r.Rep.Leader().ID == "" {
+		// An election is under way (the home failed): wait for its
+		// outcome here rather than send the access node round the
+		// voters with growing backoffs. If this replica wins, it takes
+		// the batch at once.
+		if h.awaitLeader(ctx, r) {
+			p, err = r.Rep.Submit(ctx, req.Cmd)
+		}
+	}
+	return p, err
 }
 
 // Waiting for an election's outcome.

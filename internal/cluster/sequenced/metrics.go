@@ -21,9 +21,14 @@ const (
 	DropUnavailable = "unavailable"
 	// DropClosed: the node stopped with the message not yet acknowledged.
 	DropClosed = "closed"
+	// DropHeldFull: the group's publishes were held for a migration and
+	// the hold was full (sequenced-inflight): a QoS 0 message at once, a
+	// QoS 1/2 one after waiting for room up to slow-consumer-timeout (its
+	// publisher gets 0x97).
+	DropHeldFull = "held_full"
 )
 
-var dropReasons = []string{DropInflightFull, DropFailover, DropRefused, DropUnavailable, DropClosed}
+var dropReasons = []string{DropInflightFull, DropFailover, DropRefused, DropUnavailable, DropClosed, DropHeldFull}
 
 // metrics are the publish path's, on the access node and at the home.
 type metrics struct {
@@ -34,6 +39,7 @@ type metrics struct {
 	outstanding prometheus.Gauge
 	created     prometheus.Counter
 	batches     *prometheus.CounterVec
+	held        prometheus.Histogram
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -53,6 +59,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Placement groups this access node created (a topic's first publish)."}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sextant_sequenced_home_batches_total",
 			Help: "Batches of sequenced publishes this node answered as a group's home (or former home), by status."}, []string{"status"}),
+		held: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_sequenced_held_seconds",
+			Help:    "How long this access node held a group's publishes while the group moved (from the old home's \"moving\" answer to the record naming the new home).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
 	for _, reason := range dropReasons {
 		m.dropped.WithLabelValues(reason)
@@ -61,7 +70,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		m.published.WithLabelValues(res)
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.published, m.dropped, m.retries, m.commit, m.outstanding, m.created, m.batches} {
+		for _, c := range []prometheus.Collector{m.published, m.dropped, m.retries, m.commit, m.outstanding, m.created, m.batches, m.held} {
 			_ = r.Register(c)
 		}
 	}

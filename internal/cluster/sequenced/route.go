@@ -22,6 +22,15 @@ const (
 	// around the voters, and each wait adds to its publishers' stall.
 	backoffMin = 10 * time.Millisecond
 	backoffMax = 100 * time.Millisecond
+	// holdMax: a route held this long (the move is slow, or the old home
+	// failed it and was not asked yet) asks the old home every backoffMax
+	// instead of every holdAsk.
+	holdMax = 5 * time.Second
+	// holdAsk is how often a held route asks the old home again: it
+	// answers "moving" while the move runs and names the new home once
+	// it switched, which may be before this node's metadata copy learns
+	// the new record.
+	holdAsk = 10 * time.Millisecond
 )
 
 // errNoLink: the target is another node and its link is not connected.
@@ -76,6 +85,13 @@ type route struct {
 		failures    int      // consecutive failures, for the backoff
 		hold        time.Time
 		retired     bool
+		// held: the group is moving (its home answered StatusMoving):
+		// nothing is sent until the record's epoch passes heldEpoch, or
+		// for holdAsk (hold), after which the old home is asked again.
+		// heldSince is when the hold began.
+		held      bool
+		heldEpoch uint64
+		heldSince time.Time
 	}
 }
 
@@ -114,15 +130,19 @@ func (rt *route) add(it *item) bool {
 		if rt.mu.outstanding < rt.r.cfg.Inflight {
 			break
 		}
+		reason := DropInflightFull
+		if rt.mu.held {
+			reason = DropHeldFull
+		}
 		if it.pub.QoS == 0 || len(it.acks) == 0 {
 			rt.mu.Unlock()
-			m.dropped.WithLabelValues(DropInflightFull).Inc()
+			m.dropped.WithLabelValues(reason).Inc()
 			return true
 		}
 		room := rt.mu.room
 		rt.mu.Unlock()
 		if !rt.waitRoom(room) {
-			m.dropped.WithLabelValues(DropInflightFull).Inc()
+			m.dropped.WithLabelValues(reason).Inc()
 			ackAll(it.acks, packet.QuotaExceeded)
 			return true
 		}
@@ -205,8 +225,18 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 	}
 	now := rt.r.clock.Now()
 	if hold := rt.mu.hold; now.Before(hold) {
+		if !rt.mu.held {
+			rt.mu.Unlock()
+			return hold.Sub(now), false
+		}
+		// Held for a move: the record's new epoch ends the wait at once.
+		epoch := rt.mu.heldEpoch
 		rt.mu.Unlock()
-		return hold.Sub(now), false
+		if rec, ok := rt.r.cfg.Meta.State().Group(rt.id); !ok || rec.Epoch <= epoch {
+			return hold.Sub(now), false
+		}
+		rt.mu.Lock()
+		rt.releaseLocked(now)
 	}
 	rt.mu.Unlock()
 
@@ -325,6 +355,9 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 	rt.mu.requests--
 	switch {
 	case err == nil && resp.Status == StatusOK && len(resp.Published) == len(batch):
+		if rt.mu.held {
+			rt.releaseLocked(now)
+		}
 		for i, it := range batch {
 			if it.done {
 				continue
@@ -341,6 +374,25 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 			m.outstanding.Dec()
 		}
 		rt.mu.failures = 0
+	case err == nil && resp.Status == StatusMoving:
+		// Nothing of this batch was submitted: its QoS 0 publishes are
+		// kept (they are sent again with the rest), and the group's
+		// publishes are held until the move is recorded.
+		m.retries.WithLabelValues(resp.Status.String()).Inc()
+		for _, it := range batch {
+			it.sent = 0
+		}
+		if stream == rt.mu.stream {
+			rt.restartLocked(target, resp, err)
+			rt.mu.target = target // the old home: asked again after the wait
+			if !rt.mu.held {
+				rt.mu.held, rt.mu.heldSince = true, now
+			}
+			rt.mu.heldEpoch, rt.mu.hold = rt.mu.epoch, now.Add(holdAsk)
+			if now.Sub(rt.mu.heldSince) >= holdMax {
+				rt.mu.hold = now.Add(backoffMax)
+			}
+		}
 	case err == nil && resp.Status == StatusRefused:
 		rt.r.log.Warn("sequenced: the group refused a batch", "group", rt.id, "reason", resp.Reason)
 		refused = rt.finishLocked(batch, DropRefused)
@@ -354,6 +406,9 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 		}
 		m.retries.WithLabelValues(reason).Inc()
 		if stream == rt.mu.stream {
+			if rt.mu.held {
+				rt.releaseLocked(now) // the old home named the new one, or is gone
+			}
 			rt.restartLocked(target, resp, err)
 		}
 	}
@@ -361,6 +416,13 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 	rt.mu.Unlock()
 	ackAll(acks, packet.Success)
 	ackAll(refused, packet.ImplementationSpecificError)
+}
+
+// releaseLocked ends a hold.
+func (rt *route) releaseLocked(now time.Time) {
+	rt.mu.held = false
+	rt.r.metrics.held.Observe(now.Sub(rt.mu.heldSince).Seconds())
+	rt.mu.failures = 0
 }
 
 // restartLocked starts a new stream after a batch of the current one

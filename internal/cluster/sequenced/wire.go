@@ -88,9 +88,14 @@ const (
 	// StatusRefused: the group's state machine refused the batch
 	// (deterministically: retrying it fails again); Reason says why.
 	StatusRefused
+	// StatusMoving: the group is being moved away from this home
+	// (internal/migration); nothing was submitted. Leader names the node
+	// it moves to. The access node holds the group's publishes until the
+	// record's epoch changes (Router: the hold).
+	StatusMoving
 )
 
-var statusNames = [...]string{"ok", "not_leader", "no_replica", "stale", "unknown", "refused"}
+var statusNames = [...]string{"ok", "not_leader", "no_replica", "stale", "unknown", "refused", "moving"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
@@ -102,11 +107,11 @@ func (s Status) String() string {
 // A response:
 //
 //	version=1 | status | ok: count uvarint | count × (index uvarint | seq uvarint | duplicate byte)
-//	                   | not leader: leader str | refused: reason str | others: nothing
+//	                   | not leader, moving: leader str | refused: reason str | others: nothing
 type response struct {
 	Status    Status
 	Published []sequencer.Published // StatusOK
-	Leader    string                // StatusNotLeader
+	Leader    string                // StatusNotLeader, StatusMoving
 	Reason    string                // StatusRefused
 }
 
@@ -124,7 +129,7 @@ func appendResponse(dst []byte, r response) []byte {
 			}
 			dst = append(dst, dup)
 		}
-	case StatusNotLeader:
+	case StatusNotLeader, StatusMoving:
 		dst = wire.AppendString(dst, r.Leader)
 	case StatusRefused:
 		dst = wire.AppendString(dst, r.Reason)
@@ -156,7 +161,7 @@ func decodeResponse(b []byte) (response, error) {
 				d.Fail()
 			}
 		}
-	case StatusNotLeader:
+	case StatusNotLeader, StatusMoving:
 		r.Leader = d.Str()
 	case StatusRefused:
 		r.Reason = d.Str()

@@ -22,6 +22,7 @@ func wireResponses() []response {
 		{Status: StatusOK},
 		{Status: StatusNotLeader, Leader: "n2"},
 		{Status: StatusNotLeader},
+		{Status: StatusMoving, Leader: "n3"},
 		{Status: StatusNoReplica},
 		{Status: StatusStale},
 		{Status: StatusUnknown},

@@ -86,6 +86,12 @@ type HomeChange struct {
 	Epoch  uint64    `json:"epoch"`
 	Reason Reason    `json:"reason"`
 	At     time.Time `json:"at"` // stamped by the proposer
+	// Handover, when set, replaces the voters with these (the new home
+	// among them) and clears the learners in the same step: a group of one
+	// replica moving to a node that holds none, whose log the old home
+	// handed over before it proposed this (internal/migration). Without
+	// it the new home must already be a voter.
+	Handover []string `json:"handover,omitempty"`
 }
 
 // MembersChange replaces a group's voters and learners (command
@@ -253,6 +259,14 @@ func (c HomeChange) validate(field string) *Error {
 	}
 	if err := validateReason(c.Reason, false); err != nil {
 		return invalid(field+".reason", "%s", err.Reason)
+	}
+	if c.Handover != nil {
+		if err := validateMembers(field+".handover", c.Handover, nil); err != nil {
+			return err
+		}
+		if !slices.Contains(c.Handover, c.Home) {
+			return invalid(field+".handover", "%q is not one of the voters handed over to", c.Home)
+		}
 	}
 	return validateTime(field+".at", c.At)
 }
@@ -435,12 +449,20 @@ func (s State) applyGroup(next *State, res *Result, cmd Command) {
 			res.Group = ptrTo(g.clone())
 			return
 		}
-		if !slices.Contains(g.Voters, c.Home) {
+		if c.Handover != nil {
+			if err := s.registered("home.handover", c.Handover, nil); err != nil {
+				res.Error = err
+				return
+			}
+		} else if !slices.Contains(g.Voters, c.Home) {
 			res.Error = &Error{Code: CodeConflict, Field: "home.home", Reason: strconv.Quote(c.Home) + " is not a voter of the group; add it first"}
 			res.Group = ptrTo(g.clone())
 			return
 		}
 		g = g.clone()
+		if c.Handover != nil {
+			g.Voters, g.Learners = slices.Clone(c.Handover), nil
+		}
 		g.Home, g.Epoch, g.HomeReason, g.HomeSince = c.Home, c.Epoch, c.Reason, c.At.UTC()
 		g.settle()
 		next.groups = s.groups.with(g)

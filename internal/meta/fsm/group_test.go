@@ -88,6 +88,19 @@ func TestGroupCommands(t *testing.T) {
 					t.Errorf("record %+v", g)
 				}
 			}},
+		{name: "handover to an unknown node", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "ghost", Epoch: 3, Reason: ReasonManual, At: later, Handover: []string{"ghost"}}),
+			code: CodeNotFound, field: "home.handover.voters[0]"},
+		{name: "handover without the home", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n1", Epoch: 3, Reason: ReasonManual, At: later, Handover: []string{"n3"}}),
+			code: CodeInvalid, field: "home.handover"},
+		{name: "handover with a stale epoch", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n1", Epoch: 2, Reason: ReasonManual, At: later, Handover: []string{"n1"}}),
+			code: CodeConflict, field: "home.epoch"},
+		{name: "handover to a non-voter replaces the voters", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n1", Epoch: 3, Reason: ReasonManual, At: later, Handover: []string{"n1"}}),
+			check: func(t *testing.T, s State, r Result) {
+				g, _ := s.Group("g/1")
+				if g.Home != "n1" || g.Epoch != 3 || !slices.Equal(g.Voters, []string{"n1"}) || g.Learners != nil || g.HomeReason != ReasonManual {
+					t.Errorf("record %+v", g)
+				}
+			}},
 		{name: "delete unknown", cmd: DeleteGroup("g/9"), code: CodeNotFound, field: "group_id"},
 		{name: "delete", cmd: DeleteGroup("g/1"), check: func(t *testing.T, s State, r Result) {
 			if _, ok := s.Group("g/1"); ok || s.GroupCount() != 0 {

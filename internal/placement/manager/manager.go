@@ -126,6 +126,11 @@ type Manager struct {
 		refused  uint64
 		proposed uint64
 		failed   uint64
+		rounds   uint64
+		// violations counts groups found violated in a round that were
+		// not in the round before.
+		violations uint64
+		violated   map[string]bool // groups violated in the last round
 	}
 }
 
@@ -280,6 +285,27 @@ type runState struct {
 	plan    placement.State
 	last    time.Time // when the last round ran
 	topics  topicGroups
+	// shedding maps a node to the last round's time at which a group
+	// was decided away from it and not yet moved.
+	shedding map[string]time.Time
+}
+
+// relieving notes the nodes that groups are decided away from (a pending
+// decision whose home is not the record's) and returns, for every node
+// that had one, the last time it did. Until a report covers only time
+// after that, the node's measured load still holds what the planner
+// already took off it (it counts a pending move as done), so it must not
+// shed again on that load.
+func (st *runState) relieving(state fsm.State, now time.Time) map[string]time.Time {
+	if st.shedding == nil {
+		st.shedding = map[string]time.Time{}
+	}
+	for _, g := range state.Groups() {
+		if d := g.Desired; d != nil && d.Home != g.Home {
+			st.shedding[g.Home] = now
+		}
+	}
+	return st.shedding
 }
 
 // Status is what the last round saw and did.
@@ -308,6 +334,10 @@ type Status struct {
 	// recorded and decisions the metadata refused, since the manager
 	// started.
 	Refused, Proposed, Failed uint64
+	// Rounds counts the rounds planned (timer and event rounds) and
+	// Violations the times a group was found violated in a round when it
+	// was not in the round before, since the manager started.
+	Rounds, Violations uint64
 }
 
 // NodeStatus is one candidate home.
@@ -328,6 +358,9 @@ type GroupStatus struct {
 	Rates            placement.Rates
 	Producers        int
 	Consumers        int
+	// Topics names (some of) the group's topics seen in the reports, at
+	// most 16, sorted.
+	Topics []string
 }
 
 // Decision is one recorded decision.
@@ -347,6 +380,7 @@ func (m *Manager) Status() Status {
 	defer m.mu.Unlock()
 	s := m.mu.status
 	s.Refused, s.Proposed, s.Failed = m.mu.refused, m.mu.proposed, m.mu.failed
+	s.Rounds, s.Violations = m.mu.rounds, m.mu.violations
 	return s
 }
 
@@ -359,7 +393,7 @@ func (m *Manager) round(ctx context.Context, st *runState, event bool) {
 			m.log.Info("placement manager stops: no longer the metadata leader")
 			*st = runState{last: now}
 			m.mu.Lock()
-			m.mu.status = Status{}
+			m.mu.status, m.mu.violated = Status{}, nil
 			m.mu.Unlock()
 		}
 		return
@@ -370,7 +404,7 @@ func (m *Manager) round(ctx context.Context, st *runState, event bool) {
 		st.plan = m.seed(state, now)
 		m.log.Info("placement manager starts: this node leads the metadata group", "cooling", len(st.plan.LastMove))
 	}
-	snap, view := m.snapshot(state, now, &st.topics)
+	snap, view := m.snapshot(state, now, &st.topics, st.relieving(state, now))
 	snap.Round = st.plan.Round + 1
 	if event {
 		if !view.urgent {
@@ -391,7 +425,18 @@ func (m *Manager) round(ctx context.Context, st *runState, event bool) {
 		Overloaded: ids(res.Overloaded), Unrelieved: ids(res.Unrelieved), Stuck: res.Stuck,
 		Decisions: decisions,
 	}
+	violated := map[string]bool{}
 	m.mu.Lock()
+	for _, g := range status.Groups {
+		if g.Violated {
+			violated[g.ID] = true
+			if !m.mu.violated[g.ID] {
+				m.mu.violations++
+			}
+		}
+	}
+	m.mu.violated = violated
+	m.mu.rounds++
 	m.mu.status = status
 	m.mu.Unlock()
 }

@@ -90,6 +90,11 @@ func TestViolationIsDecidedAfterConfirmation(t *testing.T) {
 	if len(f.decisions()) != 1 {
 		t.Fatalf("decided again: %+v", f.decisions())
 	}
+	// One violation, seen over three rounds, counted once; the group's
+	// status names its topic.
+	if st.Rounds != 4 || st.Violations != 1 || !slices.Equal(st.Groups[0].Topics, []string{"swarm/7/pos"}) {
+		t.Fatalf("rounds %d, violations %d, topics %v; want 4, 1, [swarm/7/pos]", st.Rounds, st.Violations, st.Groups[0].Topics)
+	}
 }
 
 // An overloaded home sheds its busy group and keeps its idle one; a home
@@ -473,5 +478,61 @@ func TestNodeSettingsMakeAPlanner(t *testing.T) {
 		if pc.Overload != 0.85 || pc.Confirm != 3 || pc.Cooldown != 6 || pc.MarginRatio != 0.05 {
 			t.Fatalf("%s: %+v", policy, pc)
 		}
+	}
+}
+
+// A node keeps reporting the load of a group decided away from it until
+// the group has moved and a report covers only time after that: the
+// manager must not shed again on that load. Here shedding the busiest
+// group relieves a; its next reports, still at 95%, shed nothing more;
+// once the move is done and a report covering only later time still shows
+// a overloaded, it sheds the next group.
+func TestPendingShedIsNotShedAgain(t *testing.T) {
+	f := newWorld(t, 0, []string{"a", "b", "c"}, map[string]string{"swarm/big": "a", "swarm/mid": "a"})
+	s := newStepper(t, f, defaultPlanner(t))
+	ra := &reporter{node: "a", coord: at(0, 0), load: monitor.Load{CPU: 0.95, MsgIn: 500, MsgOut: 500}}
+	rb := &reporter{node: "b", coord: at(10, 0), load: monitor.Load{CPU: 0.05, MsgIn: 10, MsgOut: 10}}
+	rc := &reporter{node: "c", coord: at(20, 0), load: monitor.Load{CPU: 0.05, MsgIn: 10, MsgOut: 10}}
+	send := func() {
+		ra.send(t, s.m, clients("swarm/big", 1, 1, 1, 300), clients("swarm/mid", 1, 1, 1, 200))
+		rb.send(t, s.m)
+		rc.send(t, s.m)
+	}
+	send()
+	s.round()
+	if ds := f.decisions(); len(ds) != 1 || ds[0].Group != "swarm/big" || ds[0].Reason != fsm.ReasonOverload {
+		t.Fatalf("decisions %+v, want swarm/big shed", ds)
+	}
+	for round := 2; round <= 4; round++ {
+		send()
+		st := s.round()
+		if n := len(f.decisions()); n != 1 {
+			t.Fatalf("round %d: %d decisions on the load already decided away: %+v", round, n, f.decisions())
+		}
+		if slices.Contains(st.Overloaded, "a") {
+			t.Fatalf("round %d: a overloaded while its shed is pending", round)
+		}
+	}
+	// The executor moves swarm/big; a's reports after that still show it
+	// overloaded: that load is real, and the next group goes.
+	g, _ := f.State().Group("swarm/big")
+	d := g.Desired
+	for _, cmd := range []fsm.Command{
+		fsm.SetGroupMembers(fsm.MembersChange{Group: g.ID, Epoch: g.Epoch, Voters: append(slices.Clone(g.Voters), d.Home)}),
+		fsm.SetGroupHome(fsm.HomeChange{Group: g.ID, Home: d.Home, Epoch: g.Epoch + 1, Reason: fsm.ReasonMigration, At: t0}),
+		fsm.SetGroupMembers(fsm.MembersChange{Group: g.ID, Epoch: g.Epoch + 1, Voters: d.Voters}),
+	} {
+		if _, err := f.Propose(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, _ := f.State().Group("swarm/big"); g.Desired != nil || g.Home != d.Home {
+		t.Fatalf("the move did not complete: %+v", g)
+	}
+	s.clk.Advance(6 * time.Second) // the next report covers only time after the move
+	send()
+	st := s.round()
+	if ds := f.decisions(); len(ds) != 2 || ds[1].Group != "swarm/mid" || !slices.Contains(st.Overloaded, "a") {
+		t.Fatalf("after the move: overloaded %v, decisions %+v; want swarm/mid shed", st.Overloaded, ds)
 	}
 }

@@ -62,11 +62,21 @@ type entry struct {
 
 type groupClients struct {
 	producers, consumers map[placement.NodeID]*entry
+	topics               map[string]struct{} // reported, at most maxStatusTopics
 }
+
+// maxStatusTopics bounds the topics a group's status names.
+const maxStatusTopics = 16
 
 // snapshot builds the planner's input from the fresh reports and the
 // metadata.
-func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (placement.Snapshot, view) {
+//
+// A node groups were decided away from (shedding: when that was last
+// seen) counts as loaded up to the threshold, not over it, until a report
+// covers only time after that: its measured load still includes what the
+// planner takes as gone, so it is neither shed from again on that load nor
+// chosen as a home.
+func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups, shedding map[string]time.Time) (placement.Snapshot, view) {
 	m.mu.Lock()
 	fresh := make([]*received, 0, len(m.mu.reports))
 	for id, rc := range m.mu.reports {
@@ -94,6 +104,13 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 		dims = len(c.Vec)
 		id := placement.NodeID(rc.r.Node)
 		l := rc.r.Load
+		if t, ok := shedding[rc.r.Node]; ok {
+			if rc.at.Add(-rc.r.Window).After(t) {
+				delete(shedding, rc.r.Node) // a report of after the decisions: its load is real
+			} else {
+				l = m.capped(l)
+			}
+		}
 		snap.Nodes = append(snap.Nodes, placement.Node{
 			ID: id, Coord: c, Load: placement.Load{CPU: l.CPU, Memory: l.Memory, Network: l.Network},
 			Rate: l.MsgIn + l.MsgOut, OutRate: l.MsgOut,
@@ -119,8 +136,11 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 			}
 			gc := clients[gid]
 			if gc == nil {
-				gc = &groupClients{producers: map[placement.NodeID]*entry{}, consumers: map[placement.NodeID]*entry{}}
+				gc = &groupClients{producers: map[placement.NodeID]*entry{}, consumers: map[placement.NodeID]*entry{}, topics: map[string]struct{}{}}
 				clients[gid] = gc
+			}
+			if len(gc.topics) < maxStatusTopics {
+				gc.topics[t.Topic] = struct{}{}
 			}
 			merge(gc.producers, id, t.Producers)
 			merge(gc.consumers, id, t.Consumers)
@@ -159,12 +179,32 @@ func (m *Manager) snapshot(state fsm.State, now time.Time, cache *topicGroups) (
 		snap.Topics = append(snap.Topics, placement.Topic{Name: g.ID, Home: home, Threshold: lth, Summary: sum, Clients: &cs})
 		violated := lth > 0 && sum.Worst > lth
 		v.urgent = v.urgent || violated || home == ""
+		var topics []string
+		if gc := clients[g.ID]; gc != nil {
+			for t := range gc.topics {
+				topics = append(topics, t)
+			}
+			slices.Sort(topics)
+		}
 		v.groups = append(v.groups, GroupStatus{
 			ID: g.ID, Home: string(home), Worst: sum.Worst, Threshold: lth, Violated: violated, Rates: sum.Rates,
-			Producers: sum.Producers.Count, Consumers: sum.Consumers.Count,
+			Producers: sum.Producers.Count, Consumers: sum.Consumers.Count, Topics: topics,
 		})
 	}
 	return snap, v
+}
+
+// capped is l with every quantity over its limit lowered to the limit.
+func (m *Manager) capped(l monitor.Load) monitor.Load {
+	limit := m.cfg.Planner.Overload
+	if limit <= 0 {
+		limit = 0.85
+	}
+	l.CPU, l.Memory, l.Network = min(l.CPU, limit), min(l.Memory, limit), min(l.Network, limit)
+	if r := m.cfg.Planner.MaxOutRate; r > 0 {
+		l.MsgOut = min(l.MsgOut, r)
+	}
+	return l
 }
 
 func merge(side map[placement.NodeID]*entry, node placement.NodeID, s monitor.Side) {

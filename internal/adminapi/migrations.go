@@ -1,0 +1,127 @@
+package adminapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// MigrationInfo is one entry of GET /v1/migrations: a migration of a
+// placement group that this node carried out as the group's home.
+type MigrationInfo struct {
+	Group string `json:"group"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	// Reason is the decision's: violation, overload, manual, rebalance.
+	Reason string `json:"reason"`
+	// Kind is handover (one replica), replicated (the lead moves) or
+	// settle (the new home removes the replicas the decision drops).
+	Kind     string    `json:"kind"`
+	Decision uint64    `json:"decision"`
+	State    string    `json:"state"` // running, done, failed
+	Step     string    `json:"step,omitempty"`
+	Started  time.Time `json:"started"`
+	// TotalSeconds is start to end (so far, while running); PauseSeconds
+	// the time the group took no publish.
+	TotalSeconds float64 `json:"total_seconds"`
+	PauseSeconds float64 `json:"pause_seconds"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// MoveRequest is the body of POST /v1/migrations: move a sequenced topic's
+// group (or a group named by its id) to a node.
+type MoveRequest struct {
+	Topic string `json:"topic"`
+	To    string `json:"to"`
+	// Timeout bounds the wait for the move to be done (a Go duration;
+	// empty: 60s). The decision stays recorded if the wait ends first.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// MoveResult answers POST /v1/migrations once the group's record names the
+// new home with the decided replicas.
+type MoveResult struct {
+	Group   string   `json:"group"`
+	From    string   `json:"from"`
+	Home    string   `json:"home"`
+	Voters  []string `json:"voters"`
+	Epoch   uint64   `json:"epoch"`
+	Seconds float64  `json:"seconds"`
+}
+
+// Errors a Migrator returns (wrapped).
+var (
+	// ErrMoveUnknown: no sequenced topic or group by that name, or no
+	// registered node by that id.
+	ErrMoveUnknown = errors.New("adminapi: unknown topic, group or node")
+	// ErrMoveConflict: the group changed meanwhile, or another decision
+	// (manual) is pending.
+	ErrMoveConflict = errors.New("adminapi: the group changed or another move is pending")
+	// ErrMoveTimeout: the decision is recorded but the move was not done
+	// within the timeout.
+	ErrMoveTimeout = errors.New("adminapi: the move was not done in time")
+)
+
+// Migrator is the node's migration executor and the operator's moves.
+type Migrator interface {
+	Migrations() []MigrationInfo
+	Move(ctx context.Context, req MoveRequest, timeout time.Duration) (MoveResult, error)
+}
+
+// WithMigrations adds GET /v1/migrations (this node's running and recent
+// migrations, running first) and POST /v1/migrations (an operator's move,
+// admin scope; answered when it is done).
+func (s *Server) WithMigrations(m Migrator) *Server {
+	s.mux.HandleFunc("GET /v1/migrations", func(w http.ResponseWriter, r *http.Request) {
+		list := m.Migrations()
+		if list == nil {
+			list = []MigrationInfo{}
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	s.mux.HandleFunc("POST /v1/migrations", func(w http.ResponseWriter, r *http.Request) {
+		var req MoveRequest
+		body, err := io.ReadAll(io.LimitReader(r.Body, 256<<10))
+		if err != nil {
+			WriteError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			WriteError(w, http.StatusBadRequest, "bad_request", "move request: "+err.Error())
+			return
+		}
+		if req.Topic == "" || req.To == "" {
+			WriteError(w, http.StatusBadRequest, "bad_request", "move request: topic and to are required")
+			return
+		}
+		timeout := 60 * time.Second
+		if req.Timeout != "" {
+			d, err := time.ParseDuration(req.Timeout)
+			if err != nil || d <= 0 || d > time.Hour {
+				WriteError(w, http.StatusBadRequest, "bad_request", "timeout: not a duration from 1ns to 1h: "+req.Timeout)
+				return
+			}
+			timeout = d
+		}
+		res, err := m.Move(r.Context(), req, timeout)
+		switch {
+		case errors.Is(err, ErrMoveUnknown):
+			WriteError(w, http.StatusNotFound, "not_found", err.Error())
+		case errors.Is(err, ErrMoveConflict):
+			WriteError(w, http.StatusConflict, "conflict", err.Error())
+		case errors.Is(err, ErrMoveTimeout):
+			WriteError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+		case err != nil:
+			WriteError(w, http.StatusInternalServerError, "move_failed", err.Error())
+		default:
+			writeJSON(w, http.StatusOK, res)
+		}
+	})
+	return s
+}

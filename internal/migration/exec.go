@@ -1,0 +1,283 @@
+package migration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/sequencer"
+	"github.com/sextantmq/sextant/internal/topiclog"
+)
+
+// errNoPeers: the node runs alone.
+var errNoPeers = errors.New("no peer links (the node runs alone)")
+
+// exec carries out one migration's actions.
+type exec struct {
+	d   *Driver
+	m   *Machine
+	rec fsm.Group
+	// next is the position after the snapshot the target was sent: the
+	// tail starts there.
+	next uint64
+	// served is when the target was first seen serving the group.
+	served time.Time
+}
+
+func failedOutcome(err error) Outcome { return Outcome{Result: ResultFailed, Err: err.Error()} }
+
+// do carries out a and says how it went.
+func (x *exec) do(ctx context.Context, a Action) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	d, g := x.d, x.m.Group
+	switch a.Op {
+	case OpFence:
+		if err := d.cfg.Home.Fence(ctx, g, a.Node); err != nil {
+			// A fence that did not drain is still a fence: the machine
+			// lifts it.
+			return failedOutcome(err)
+		}
+		return Outcome{Result: ResultOK}
+	case OpUnfence:
+		d.cfg.Home.Unfence(g, a.Node, a.Redirect)
+		return Outcome{Result: ResultOK}
+	case OpSendSnapshot:
+		return x.sendSnapshot(ctx, a.Node)
+	case OpSendTail:
+		return x.sendTail(ctx, a.Node)
+	case OpAbort:
+		_, err := x.call(ctx, a.Node, request{Kind: reqAbort, Group: g, ID: x.m.decision()})
+		if err != nil {
+			return failedOutcome(err)
+		}
+		return Outcome{Result: ResultOK}
+	case OpProposeHome:
+		// Proposed without waiting for this node's copy to apply it (a
+		// follower learns a commit up to a commit timeout later): the
+		// pause ends when the target serves, which needs its copy only.
+		c := fsm.HomeChange{Group: g, Home: a.Home, Epoch: a.Epoch, Reason: a.Reason, At: d.clock.Now(), Handover: a.Voters}
+		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupHome(c))
+		o := proposal(res, err)
+		if o.Result == ResultOK {
+			x.nudge(ctx, *o.Record)
+		}
+		return o
+	case OpProposeMembers:
+		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{Group: g, Epoch: a.Epoch, Voters: a.Voters, Learners: a.Learners}))
+		return proposal(res, err)
+	case OpAddLearner, OpPromote, OpRemove, OpTransfer:
+		return x.membership(ctx, a)
+	case OpAwaitCaughtUp:
+		r := d.cfg.Replicas.Get(g)
+		if r == nil {
+			return failedOutcome(errors.New("no replica here"))
+		}
+		// The last command this replica's state machine applied (the
+		// commit index would count configuration entries, which never
+		// reach a state machine).
+		want := r.Seq.Applied()
+		return x.poll(ctx, a.Node, func(resp response) bool { return resp.Open && resp.Applied >= want })
+	case OpAwaitTarget:
+		// The pause ends when the target serves the group (its replica
+		// open and leading); the step when this node's copy of the
+		// record names it too (a replicated group's new home claims it
+		// once it leads).
+		return x.poll(ctx, a.Node, func(resp response) bool {
+			if resp.Open && resp.Leader && x.served.IsZero() {
+				x.served = d.clock.Now()
+			}
+			rec, ok := d.cfg.Meta.State().Group(g)
+			return !x.served.IsZero() && ok && rec.Home == a.Node
+		})
+	}
+	return failedOutcome(fmt.Errorf("unknown operation %q", a.Op))
+}
+
+func (m *Machine) decision() uint64 {
+	if m.rec.Desired != nil {
+		return m.rec.Desired.Index
+	}
+	return 0
+}
+
+// proposal maps a metadata proposal's result.
+func proposal(res fsm.Result, err error) Outcome {
+	var fe *fsm.Error
+	switch {
+	case err == nil && res.Group != nil:
+		return Outcome{Result: ResultOK, Record: res.Group}
+	case err == nil:
+		return failedOutcome(errors.New("the metadata leader sent no record"))
+	case errors.Is(err, fsm.ErrConflict):
+		return Outcome{Result: ResultConflict, Err: err.Error(), Record: res.Group}
+	case errors.As(err, &fe):
+		return failedOutcome(err)
+	}
+	// Not refused by the state machine: a timeout, a leader change, a
+	// connection lost. The proposal may have committed.
+	return Outcome{Result: ResultUnknown, Err: err.Error()}
+}
+
+// nudge proposes a change that changes nothing (the record's own members)
+// right after the switch. The metadata leader tells followers of a commit
+// with its next append, or after its commit timeout when it has nothing to
+// append (tens of milliseconds); this append makes the target and the
+// access nodes learn the new home one round trip after the switch.
+// It runs on its own: the migration does not wait for it.
+func (x *exec) nudge(_ context.Context, rec fsm.Group) {
+	g := x.d.group.Load()
+	if g == nil {
+		return
+	}
+	g.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		defer cancel()
+		_, _ = x.d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{
+			Group: rec.ID, Epoch: rec.Epoch, Voters: rec.Voters, Learners: rec.Learners}))
+	})
+}
+
+func (x *exec) call(ctx context.Context, node string, req request) (response, error) {
+	if x.d.cfg.Peers == nil {
+		return response{}, errNoPeers
+	}
+	body, err := x.d.cfg.Peers.Call(ctx, node, MethodMigrate, appendRequest(nil, req))
+	if err != nil {
+		return response{}, err
+	}
+	resp, err := decodeResponse(body)
+	if err != nil {
+		return response{}, err
+	}
+	if !resp.OK {
+		return resp, fmt.Errorf("%s refused: %s", node, resp.Reason)
+	}
+	return resp, nil
+}
+
+// sendSnapshot copies the group's log to node in chunks.
+func (x *exec) sendSnapshot(ctx context.Context, node string) Outcome {
+	r := x.d.cfg.Replicas.Get(x.m.Group)
+	if r == nil {
+		return failedOutcome(errors.New("no replica here"))
+	}
+	sn, err := r.Seq.LogSnapshot()
+	if err != nil {
+		return failedOutcome(err)
+	}
+	defer sn.Release()
+	// The stream is written to memory first: a snapshot holds the log's
+	// retained segments (bounded by retention).
+	var buf bytes.Buffer
+	if _, err := sn.WriteTo(&buf); err != nil {
+		return failedOutcome(err)
+	}
+	data := buf.Bytes()
+	var off uint64
+	for {
+		n := min(chunkBytes, len(data))
+		req := request{Kind: reqChunk, Group: x.m.Group, ID: x.m.decision(), Offset: off, Last: n == len(data), Data: data[:n]}
+		resp, err := x.call(ctx, node, req)
+		if err != nil {
+			return failedOutcome(err)
+		}
+		off += uint64(n)
+		data = data[n:]
+		if req.Last {
+			if resp.Next != sn.NextSeq() {
+				return failedOutcome(fmt.Errorf("the target restored up to position %d, the snapshot to %d", resp.Next, sn.NextSeq()))
+			}
+			x.next = resp.Next
+			return Outcome{Result: ResultOK}
+		}
+	}
+}
+
+// sendTail sends the records appended since the snapshot; the last
+// request installs the log on the target.
+func (x *exec) sendTail(ctx context.Context, node string) Outcome {
+	r := x.d.cfg.Replicas.Get(x.m.Group)
+	if r == nil {
+		return failedOutcome(errors.New("no replica here"))
+	}
+	end := r.Seq.NextSeq()
+	from := x.next
+	for {
+		var recs []topiclog.Record
+		if from < end {
+			var err error
+			if recs, err = r.Seq.ReadRaw(from, 1<<16, tailBytes); err != nil {
+				return failedOutcome(err)
+			}
+		}
+		last := len(recs) == 0 || recs[len(recs)-1].Seq+1 >= end
+		resp, err := x.call(ctx, node, request{Kind: reqTail, Group: x.m.Group, ID: x.m.decision(), Last: last, Records: recs})
+		if err != nil {
+			return failedOutcome(err)
+		}
+		if last {
+			if resp.Next != end {
+				return failedOutcome(fmt.Errorf("the target's log ends at position %d, this one's at %d", resp.Next, end))
+			}
+			return Outcome{Result: ResultOK}
+		}
+		from = recs[len(recs)-1].Seq + 1
+	}
+}
+
+// poll asks node about its replica until done says so.
+func (x *exec) poll(ctx context.Context, node string, done func(response) bool) Outcome {
+	t := x.d.clock.NewTimer(pollEvery)
+	defer t.Stop()
+	for {
+		resp, err := x.call(ctx, node, request{Kind: reqStatus, Group: x.m.Group})
+		if err == nil && done(resp) {
+			return Outcome{Result: ResultOK}
+		}
+		t.Reset(pollEvery)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return failedOutcome(fmt.Errorf("waiting for %s: %w", node, err))
+		}
+	}
+}
+
+// membership changes the group's Raft configuration (this node leads it).
+func (x *exec) membership(ctx context.Context, a Action) Outcome {
+	r := x.d.cfg.Replicas.Get(x.m.Group)
+	if r == nil {
+		return failedOutcome(errors.New("no replica here"))
+	}
+	rg, ok := r.Rep.(*replication.Group[sequencer.Result])
+	if !ok {
+		return failedOutcome(errors.New("the group has one replica: no membership to change"))
+	}
+	var err error
+	switch a.Op {
+	case OpAddLearner:
+		n, ok := x.d.cfg.Meta.State().Node(a.Node)
+		if !ok || n.Labels.PeerAddr == "" {
+			return failedOutcome(fmt.Errorf("node %s has no cluster address in the registry", a.Node))
+		}
+		err = rg.AddLearner(ctx, a.Node, n.Labels.PeerAddr)
+	case OpPromote:
+		err = rg.Promote(ctx, a.Node)
+	case OpRemove:
+		err = rg.Remove(ctx, a.Node)
+	case OpTransfer:
+		err = rg.TransferLeadership(ctx, a.Node)
+	}
+	if err != nil {
+		return failedOutcome(err)
+	}
+	return Outcome{Result: ResultOK}
+}

@@ -1,0 +1,269 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sextantmq/sextant/internal/replicas"
+	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/topiclog"
+)
+
+// Replicas is this node's group replicas as the migration needs them
+// (*replicas.Set).
+type Replicas interface {
+	Get(id string) *replicas.Replica
+}
+
+var _ Replicas = (*replicas.Set)(nil)
+
+// Receiver is the target's side of a handover: it stages the snapshot and
+// the tail a group's old home sends, and installs the log where the node's
+// replica set opens it once the record names this node. It also answers
+// the old home's questions about this node's replica of a group.
+type Receiver struct {
+	dir    string // the node's groups directory (replicas.Config.Dir)
+	groups Replicas
+	opts   topiclog.Options
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	staged map[string]*staging
+}
+
+// staging is one group's handover in progress here.
+type staging struct {
+	mu   sync.Mutex
+	id   uint64
+	dir  string
+	snap *os.File
+	size uint64
+	log  *topiclog.Log // the restored log, once the snapshot is whole
+	gone bool          // aborted or installed
+}
+
+// NewReceiver returns the receiving side over the groups in dir; opts are
+// the topic-log options the replica set opens a group of one replica with
+// (segment size).
+func NewReceiver(dir string, groups Replicas, opts topiclog.Options, log *slog.Logger) *Receiver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts.Sync = topiclog.SyncNone // Close syncs; the install is after it
+	return &Receiver{dir: dir, groups: groups, opts: opts, log: log, staged: map[string]*staging{}}
+}
+
+// groupDir is where the replica set keeps group id (replicas.Set).
+func (rv *Receiver) groupDir(id string) string {
+	return filepath.Join(rv.dir, replication.GroupID(id).DirName())
+}
+
+// Serve answers a MethodMigrate request.
+func (rv *Receiver) Serve(ctx context.Context, from string, body []byte) ([]byte, error) {
+	req, err := decodeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rv.serve(req)
+	if err != nil {
+		rv.log.Warn("migration: refused a handover request", "group", req.Group, "from", from, "err", err)
+		resp = response{Reason: err.Error()}
+	}
+	return appendResponse(nil, resp), nil
+}
+
+func (rv *Receiver) serve(req request) (response, error) {
+	switch req.Kind {
+	case reqStatus:
+		r := rv.groups.Get(req.Group)
+		if r == nil {
+			return response{OK: true}, nil
+		}
+		// Cheap reads only (no call into Raft's loop, which is busy while
+		// the lead moves).
+		return response{OK: true, Open: true, Leader: r.Rep.IsLeader(), Applied: r.Seq.Applied(), Next: r.Seq.NextSeq()}, nil
+	case reqAbort:
+		rv.drop(req.Group, req.ID)
+		return response{OK: true}, nil
+	}
+	if rv.groups.Get(req.Group) != nil {
+		return response{}, fmt.Errorf("this node runs a replica of group %s already", req.Group)
+	}
+	st, err := rv.stage(req)
+	if err != nil {
+		return response{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.gone || st.id != req.ID {
+		return response{}, fmt.Errorf("handover %d of group %s is not the one staged", req.ID, req.Group)
+	}
+	var resp response
+	if req.Kind == reqChunk {
+		resp, err = rv.chunk(st, req)
+	} else {
+		resp, err = rv.tail(st, req)
+	}
+	if err != nil {
+		rv.dropLocked(req.Group, st)
+	}
+	return resp, err
+}
+
+// stage returns the group's staging for req: a new one for a snapshot's
+// first chunk (replacing any older handover of the group).
+func (rv *Receiver) stage(req request) (*staging, error) {
+	rv.mu.Lock()
+	old := rv.staged[req.Group]
+	if req.Kind == reqChunk && req.Offset == 0 {
+		st := &staging{id: req.ID, dir: rv.groupDir(req.Group) + ".handover"}
+		rv.staged[req.Group] = st
+		rv.mu.Unlock()
+		if old != nil {
+			old.mu.Lock()
+			old.close()
+			old.mu.Unlock()
+		}
+		if err := os.RemoveAll(st.dir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(st.dir, 0o750); err != nil {
+			return nil, err
+		}
+		f, err := os.Create(filepath.Join(st.dir, "snapshot"))
+		if err != nil {
+			return nil, err
+		}
+		st.snap = f
+		return st, nil
+	}
+	rv.mu.Unlock()
+	if old == nil {
+		return nil, fmt.Errorf("no handover of group %s staged", req.Group)
+	}
+	return old, nil
+}
+
+func (rv *Receiver) chunk(st *staging, req request) (response, error) {
+	if st.snap == nil || req.Offset != st.size {
+		return response{}, fmt.Errorf("snapshot chunk at offset %d, staged %d bytes", req.Offset, st.size)
+	}
+	if _, err := st.snap.Write(req.Data); err != nil {
+		return response{}, err
+	}
+	st.size += uint64(len(req.Data))
+	if !req.Last {
+		return response{OK: true}, nil
+	}
+	if _, err := st.snap.Seek(0, 0); err != nil {
+		return response{}, err
+	}
+	l, err := topiclog.Open(topiclog.OSFS{}, filepath.Join(st.dir, "log"), rv.opts)
+	if err != nil {
+		return response{}, err
+	}
+	st.log = l
+	if err := l.Restore(st.snap); err != nil {
+		return response{}, err
+	}
+	_ = st.snap.Close()
+	st.snap = nil
+	_ = os.Remove(filepath.Join(st.dir, "snapshot"))
+	return response{OK: true, Next: l.NextSeq()}, nil
+}
+
+func (rv *Receiver) tail(st *staging, req request) (response, error) {
+	if st.log == nil {
+		return response{}, errors.New("tail before the whole snapshot")
+	}
+	if err := appendRaw(st.log, req.Records); err != nil {
+		return response{}, err
+	}
+	next := st.log.NextSeq()
+	if !req.Last {
+		return response{OK: true, Next: next}, nil
+	}
+	// Install: the log goes where the replica set will open it when the
+	// record names this node.
+	err := st.log.Close()
+	st.log = nil
+	if err != nil {
+		return response{}, err
+	}
+	gd := rv.groupDir(req.Group)
+	if err := os.RemoveAll(gd); err != nil {
+		return response{}, err
+	}
+	if err := os.MkdirAll(gd, 0o750); err != nil {
+		return response{}, err
+	}
+	if err := os.Rename(filepath.Join(st.dir, "log"), filepath.Join(gd, "log")); err != nil {
+		return response{}, err
+	}
+	st.gone = true
+	_ = os.RemoveAll(st.dir)
+	rv.mu.Lock()
+	if rv.staged[req.Group] == st {
+		delete(rv.staged, req.Group)
+	}
+	rv.mu.Unlock()
+	rv.log.Info("migration: installed a handed-over group log", "group", req.Group, "next", next)
+	return response{OK: true, Next: next}, nil
+}
+
+// drop abandons group's handover id (any, when id is 0).
+func (rv *Receiver) drop(group string, id uint64) {
+	rv.mu.Lock()
+	st := rv.staged[group]
+	if st == nil || (id != 0 && st.id != id) {
+		rv.mu.Unlock()
+		return
+	}
+	delete(rv.staged, group)
+	rv.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.close()
+}
+
+func (rv *Receiver) dropLocked(group string, st *staging) {
+	rv.mu.Lock()
+	if rv.staged[group] == st {
+		delete(rv.staged, group)
+	}
+	rv.mu.Unlock()
+	st.close()
+}
+
+// close releases st's files and removes its directory; st.mu is held.
+func (st *staging) close() {
+	if st.gone {
+		return
+	}
+	st.gone = true
+	if st.snap != nil {
+		_ = st.snap.Close()
+	}
+	if st.log != nil {
+		_ = st.log.Close()
+	}
+	_ = os.RemoveAll(st.dir)
+}
+
+// Close abandons every staged handover.
+func (rv *Receiver) Close() {
+	rv.mu.Lock()
+	staged := rv.staged
+	rv.staged = map[string]*staging{}
+	rv.mu.Unlock()
+	for _, st := range staged {
+		st.mu.Lock()
+		st.close()
+		st.mu.Unlock()
+	}
+}

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/adminapi"
+	"github.com/sextantmq/sextant/internal/cluster/sequenced"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/migration"
+	"github.com/sextantmq/sextant/internal/placement/manager"
+	"github.com/sextantmq/sextant/internal/topiclog"
+)
+
+// startMigrations builds the migration executor over the group replicas
+// and the home side of the publish path: the receiving side of handovers
+// (MethodMigrate on the cluster layer) and the driver, which runs on the
+// node's group (it stops before the replicas close).
+func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
+	recv := migration.NewReceiver(n.groupsDir(), cp.groups,
+		topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, n.log.With("subsystem", "migration"))
+	dc := migration.Config{
+		NodeID: n.cfg.NodeID, Workers: n.cfg.PlacementExecutors, Meta: cp.meta, Replicas: cp.groups, Home: home,
+		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "migration"),
+	}
+	if cp.layer != nil {
+		if err := cp.layer.Handle(migration.MethodMigrate, recv.Serve); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		dc.Peers = cp.layer.Peers()
+	}
+	d, err := migration.New(dc)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	cp.migrations, cp.receiver = d, recv
+	n.group.Go(d.Run)
+	return nil
+}
+
+// migrator is the admin API's view of the migrations.
+type migrator struct{ n *Node }
+
+var _ adminapi.Migrator = migrator{}
+
+// Migrations lists this node's running and recent migrations.
+func (m migrator) Migrations() []adminapi.MigrationInfo {
+	cp := m.n.cluster
+	if cp == nil || cp.migrations == nil {
+		return nil
+	}
+	var out []adminapi.MigrationInfo
+	for _, x := range cp.migrations.Migrations() {
+		out = append(out, adminapi.MigrationInfo{Group: x.Group, From: x.From, To: x.To, Reason: string(x.Reason),
+			Kind: string(x.Kind), Decision: x.Decision, State: string(x.State), Step: string(x.Step), Started: x.Started,
+			TotalSeconds: x.Total.Seconds(), PauseSeconds: x.Pause.Seconds(), Error: x.Error})
+	}
+	return out
+}
+
+// Move records an operator's decision to move req.Topic's group to req.To
+// (through the metadata leader, as the placement manager's Move does) and
+// waits until the group's record names the new home with the decided
+// replicas and no decision pending.
+func (m migrator) Move(ctx context.Context, req adminapi.MoveRequest, timeout time.Duration) (adminapi.MoveResult, error) {
+	return m.n.MoveGroup(ctx, req.Topic, req.To, timeout)
+}
+
+// MoveGroup moves the group of topic (a sequenced topic or a group id) to
+// node to, waiting up to timeout for the move to be done.
+func (n *Node) MoveGroup(ctx context.Context, topic, to string, timeout time.Duration) (adminapi.MoveResult, error) {
+	cp := n.cluster
+	if cp == nil || cp.meta == nil {
+		return adminapi.MoveResult{}, errors.New("node: not started")
+	}
+	start := n.clock.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	mgr, err := manager.New(manager.Config{Clock: n.clock}, cp.meta)
+	if err != nil {
+		return adminapi.MoveResult{}, err
+	}
+	before, _, _ := groupOf(cp.meta.State(), topic)
+	rec, err := mgr.Move(ctx, topic, to)
+	switch {
+	case errors.Is(err, manager.ErrUnknown):
+		return adminapi.MoveResult{}, fmt.Errorf("%w: %w", adminapi.ErrMoveUnknown, err)
+	case errors.Is(err, fsm.ErrConflict):
+		return adminapi.MoveResult{}, fmt.Errorf("%w: %w", adminapi.ErrMoveConflict, err)
+	case err != nil:
+		return adminapi.MoveResult{}, err
+	}
+	want := rec.Desired // nil: the group is there already
+	if want != nil {
+		// This node's copy may lag the leader that recorded the decision.
+		if err := cp.meta.Wait(ctx, want.Index); err != nil {
+			return adminapi.MoveResult{}, fmt.Errorf("%w: %w", adminapi.ErrMoveTimeout, err)
+		}
+	}
+	for {
+		ch := cp.meta.Changed()
+		g, ok := cp.meta.State().Group(rec.ID)
+		if !ok {
+			return adminapi.MoveResult{}, fmt.Errorf("%w: group %s was deleted", adminapi.ErrMoveConflict, rec.ID)
+		}
+		switch {
+		case g.Desired == nil && g.Home == to:
+			return adminapi.MoveResult{Group: g.ID, From: before.Home, Home: g.Home, Voters: g.Voters, Epoch: g.Epoch,
+				Seconds: n.clock.Now().Sub(start).Seconds()}, nil
+		case want != nil && (g.Desired == nil || g.Desired.Index != want.Index):
+			return adminapi.MoveResult{}, fmt.Errorf("%w: the decision was replaced or withdrawn (home %s)", adminapi.ErrMoveConflict, g.Home)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return adminapi.MoveResult{}, fmt.Errorf("%w: after %v the group's home is %s (decided: %s); see GET /v1/migrations on %s",
+				adminapi.ErrMoveTimeout, timeout, g.Home, to, g.Home)
+		}
+	}
+}
+
+// groupOf is the record of topic's group (or of the group named topic).
+func groupOf(st fsm.State, topic string) (fsm.Group, string, bool) {
+	if g, ok := st.Group(topic); ok {
+		return g, g.ID, true
+	}
+	id, _, ok := st.GroupFor(topic)
+	if !ok {
+		return fsm.Group{}, "", false
+	}
+	g, ok := st.Group(id)
+	return g, id, ok
+}
+
+// Migrations exposes the migration executor (nil before Start or for a
+// node without a cluster part), for tests.
+func (n *Node) Migrations() *migration.Driver {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.migrations
+}
