@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.ValueFormatter(helpValue),
 		kong.Help(helpPrinter),
-		kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n"), "read_help": readHelp},
+		cliVars(),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "sextant: %v\n", err)
@@ -126,3 +126,9 @@ func helpArgs(args []string) []string {
 
 // exitSignal unwinds kong's help/exit handling back into run.
 type exitSignal struct{}
+
+// cliVars are the variables the commands' tags refer to; every parser of
+// CLI needs them.
+func cliVars() kong.Vars {
+	return kong.Vars{"version": strings.TrimSuffix(buildinfo.Read().String(), "\n"), "read_help": readHelp}
+}

@@ -31,7 +31,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "sextant.yaml")
 	os.WriteFile(file, []byte("mqtt-addr: 127.0.0.1:1001\nmax-inflight: 11\nmax-keepalive: 111\n"), 0o644)
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("sextant"), kong.Exit(func(int) { t.Fatal("exit") }))
+	parser, err := kong.New(&cli, kong.Name("sextant"), kong.Exit(func(int) { t.Fatal("exit") }), cliVars())
 	if err != nil {
 		t.Fatal(err)
 	}

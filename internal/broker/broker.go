@@ -263,7 +263,7 @@ func (b *Broker) Attach(c *session.Conn, p *packet.Connect) (*session.Session, b
 	if b.replays != nil {
 		b.replays.Attached(s)
 	}
-	b.observeAttach(s, c)
+	b.observeAttach(s)
 	b.log.Info("client connected", "client", id, "remote", c.RemoteAddr().String(), "user", c.User(),
 		"protocol", p.Version.String(), "keep_alive", p.KeepAlive, "clean_start", p.CleanStart,
 		"session_expiry", expiry, "session_present", present)

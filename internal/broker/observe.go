@@ -15,22 +15,22 @@ import (
 // publish of a direct topic never reaches it.
 func (b *Broker) SetObserver(o monitor.Observer) { b.observer = o }
 
-// accessClient is a client as the monitor sees it: its id and the round
-// trip of its current connection, read when a report is made.
-type accessClient struct {
-	id string
-	c  *session.Conn // nil: unknown (RTT 0)
-}
+// accessClient is a client as the monitor sees it: its session, whose
+// current connection's round trip is read when a report is made (not on
+// the publish path). One pointer: making it a monitor.Client allocates
+// nothing.
+type accessClient struct{ s *session.Session }
 
 var _ monitor.Client = accessClient{}
 
-func (a accessClient) ClientID() string { return a.id }
+func (a accessClient) ClientID() string { return a.s.ID }
 
 func (a accessClient) AccessRTT() time.Duration {
-	if a.c == nil {
+	c := a.s.Conn()
+	if c == nil {
 		return 0
 	}
-	d, _ := a.c.RTT()
+	d, _ := c.RTT()
 	return d
 }
 
@@ -41,7 +41,7 @@ func (b *Broker) observeSubscribe(s *session.Session, reqs []session.SubRequest,
 	if o == nil {
 		return
 	}
-	cl := accessClient{id: s.ID, c: s.Conn()}
+	cl := accessClient{s}
 	for i, r := range reqs {
 		if !codes[i].IsError() {
 			o.Subscribed(cl, r.Filter)
@@ -50,13 +50,13 @@ func (b *Broker) observeSubscribe(s *session.Session, reqs []session.SubRequest,
 }
 
 // observeAttach tells the observer of the subscriptions a resumed (or
-// moved-in) session brings to its new connection c.
-func (b *Broker) observeAttach(s *session.Session, c *session.Conn) {
+// moved-in) session brings to its new connection.
+func (b *Broker) observeAttach(s *session.Session) {
 	o := b.observer
 	if o == nil {
 		return
 	}
-	cl := accessClient{id: s.ID, c: c}
+	cl := accessClient{s}
 	for f := range s.Subscriptions() {
 		o.Subscribed(cl, f)
 	}

@@ -56,7 +56,7 @@ func (b *Broker) publishSequenced(from *session.Session, m *message.Message, don
 		return false
 	}
 	if o := b.observer; o != nil && from != nil {
-		o.Published(accessClient{id: client, c: from.Conn()}, m.Topic)
+		o.Published(accessClient{from}, m.Topic)
 	}
 	return true
 }

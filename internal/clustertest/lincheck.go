@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -136,6 +137,12 @@ var LogModel = porcupine.Model{
 		}
 	},
 	DescribeState: func(s any) string { return fmt.Sprintf("%d records", s.(*logState).len()) },
+	DescribeOperationMetadata: func(info any) string {
+		if s, ok := info.(string); ok {
+			return s
+		}
+		return ""
+	},
 }
 
 // LinRecorder records a run's publishes and history reads with logical
@@ -191,15 +198,16 @@ func (r *LinRecorder) Acked(payload string) {
 }
 
 // Read records a read of topic's index, invoked at call (a Now taken
-// before it was sent), that found payload or nothing.
-func (r *LinRecorder) Read(client int, topic string, index uint64, call int64, found bool, payload string) {
-	r.add(porcupine.Operation{ClientId: client, Call: call, Return: r.Now(),
+// before it was sent), that found payload or nothing; note (where it was
+// served) shows in the visualization and the stale-read report.
+func (r *LinRecorder) Read(client int, topic string, index uint64, call int64, found bool, payload, note string) {
+	r.add(porcupine.Operation{ClientId: client, Call: call, Return: r.Now(), Metadata: note,
 		Input: LogInput{Kind: OpRead, Topic: topic, Index: index}, Output: LogOutput{Found: found, Payload: payload}})
 }
 
 // Latest records a read of topic's latest index, invoked at call.
-func (r *LinRecorder) Latest(client int, topic string, call int64, latest uint64) {
-	r.add(porcupine.Operation{ClientId: client, Call: call, Return: r.Now(),
+func (r *LinRecorder) Latest(client int, topic string, call int64, latest uint64, note string) {
+	r.add(porcupine.Operation{ClientId: client, Call: call, Return: r.Now(), Metadata: note,
 		Input: LogInput{Kind: OpLatest, Topic: topic}, Output: LogOutput{Index: latest}})
 }
 
@@ -245,10 +253,59 @@ func (r *LinRecorder) History(final map[string][]string) []porcupine.Operation {
 	return ops
 }
 
+// Stale lists reads that missed an append acknowledged before they began
+// (the plainest violations, named with where they were served), at most
+// limit of them.
+func (r *LinRecorder) Stale(final map[string][]string, limit int) []string {
+	ops := r.History(final)
+	acked := map[string]map[uint64]int64{} // topic -> index -> when its append returned
+	for _, op := range ops {
+		in, out := op.Input.(LogInput), op.Output.(LogOutput)
+		if in.Kind == OpAppend && op.Return != math.MaxInt64 {
+			if acked[in.Topic] == nil {
+				acked[in.Topic] = map[uint64]int64{}
+			}
+			acked[in.Topic][out.Index] = op.Return
+		}
+	}
+	// latestBefore is the highest index of topic acknowledged before at.
+	latestBefore := func(topic string, at int64) uint64 {
+		var hi uint64
+		for idx, ret := range acked[topic] {
+			if ret < at {
+				hi = max(hi, idx)
+			}
+		}
+		return hi
+	}
+	var out []string
+	for _, op := range ops {
+		in, o := op.Input.(LogInput), op.Output.(LogOutput)
+		switch {
+		case in.Kind == OpRead && !o.Found:
+			if ret, ok := acked[in.Topic][in.Index]; ok && ret < op.Call {
+				out = append(out, fmt.Sprintf("read(%s, %d) -> none at %d (%v), its append returned at %d", in.Topic, in.Index, op.Call, op.Metadata, ret))
+			}
+		case in.Kind == OpLatest:
+			if hi := latestBefore(in.Topic, op.Call); o.Index < hi {
+				out = append(out, fmt.Sprintf("latest(%s) -> %d at %d (%v), %d was acknowledged before", in.Topic, o.Index, op.Call, op.Metadata, hi))
+			}
+		}
+		if len(out) >= limit {
+			break
+		}
+	}
+	return out
+}
+
+// ErrNoVerdict: porcupine did not finish within its time.
+var ErrNoVerdict = errors.New("linearizability: no verdict")
+
 // CheckLinearizable checks the recorded history against the final logs.
-// On a violation it writes porcupine's visualization into dir and
-// returns an error naming the file; a check that does not finish within
-// timeout is reported as such (an error too: the history should be easy).
+// On a violation it writes porcupine's visualization into dir (a new
+// directory under the system's temporary one when dir is "", kept after
+// the test) and returns an error naming the file; a check that does not
+// finish within timeout returns ErrNoVerdict (not a violation).
 func (r *LinRecorder) CheckLinearizable(final map[string][]string, dir string, timeout time.Duration) error {
 	ops := r.History(final)
 	res, info := porcupine.CheckOperationsVerbose(LogModel, ops, timeout)
@@ -256,7 +313,14 @@ func (r *LinRecorder) CheckLinearizable(final map[string][]string, dir string, t
 	case porcupine.Ok:
 		return nil
 	case porcupine.Unknown:
-		return fmt.Errorf("linearizability: no verdict within %v over %d operations", timeout, len(ops))
+		return fmt.Errorf("%w within %v over %d operations", ErrNoVerdict, timeout, len(ops))
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "sextant-lincheck-")
+		if err != nil {
+			return fmt.Errorf("linearizability: not linearizable (%d operations); no directory for the visualization: %w", len(ops), err)
+		}
+		dir = d
 	}
 	path := filepath.Join(dir, "sequenced-linearizability.html")
 	if err := porcupine.VisualizePath(LogModel, info, path); err != nil {

@@ -20,13 +20,13 @@ func TestLogModel(t *testing.T) {
 		r.Attempt(0, "t", "a")
 		call := r.Now()
 		r.Acked("a")
-		r.Read(1, "t", 1, call, true, "a") // concurrent with nothing: after a's ack
+		r.Read(1, "t", 1, call, true, "a", "") // concurrent with nothing: after a's ack
 		r.Attempt(0, "t", "b")
 		call = r.Now()
-		r.Read(1, "t", 2, call, false, "") // b not yet acknowledged: may miss it
+		r.Read(1, "t", 2, call, false, "", "") // b not yet acknowledged: may miss it
 		r.Acked("b")
 		call = r.Now()
-		r.Latest(1, "t", call, 2)
+		r.Latest(1, "t", call, 2, "")
 	})
 	if err := good.CheckLinearizable(final, t.TempDir(), 0); err != nil {
 		t.Fatalf("a linearizable history refused: %v", err)
@@ -36,11 +36,11 @@ func TestLogModel(t *testing.T) {
 			r.Attempt(0, "t", "a")
 			r.Acked("a")
 			call := r.Now()
-			r.Read(1, "t", 1, call, false, "")
+			r.Read(1, "t", 1, call, false, "", "")
 		},
 		"read from the future": func(r *LinRecorder) {
 			call := r.Now()
-			r.Read(1, "t", 1, call, true, "a")
+			r.Read(1, "t", 1, call, true, "a", "")
 			r.Attempt(0, "t", "a")
 			r.Acked("a")
 		},
@@ -48,9 +48,9 @@ func TestLogModel(t *testing.T) {
 			r.Attempt(0, "t", "a")
 			r.Attempt(0, "t", "b")
 			call := r.Now()
-			r.Latest(1, "t", call, 2)
+			r.Latest(1, "t", call, 2, "")
 			call = r.Now()
-			r.Latest(1, "t", call, 1)
+			r.Latest(1, "t", call, 1, "")
 		},
 		"acknowledged out of order": func(r *LinRecorder) {
 			r.Attempt(0, "t", "b")

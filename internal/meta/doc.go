@@ -23,7 +23,17 @@
 // follower or a non-voter) proposes a command or asks for a membership
 // change: it sends the request to the leader it knows (or, when joining, to
 // any address it was given), which executes it and answers with the result
-// or with a hint naming the current leader.
+// or with a hint naming the current leader. A node keeps its forward
+// connections to the leader (forward_pool.go: up to 16 idle, closed when
+// the leader changes or after 30 s idle, a broken one redialed), so a
+// forwarded write costs one round trip, not a dial more; the leader serves
+// a forward connection's requests one after another until it is idle for
+// 2 minutes. Join, which asks addresses that may not lead, uses a
+// connection of its own per request. One cost: a request written on a
+// kept connection to a leader that restarted before this node saw the
+// leader change ends as an unknown outcome (callers re-propose with their
+// preconditions), where a new dial would have failed cleanly and been
+// retried.
 //
 // Membership of the group: a new cluster starts when the nodes listed in
 // Config.Bootstrap open with empty storage (all of them must be given the

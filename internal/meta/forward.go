@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
-	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // Forwarded request ops.
@@ -87,27 +86,34 @@ func readFrame(r io.Reader, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// serveForward executes one forwarded request, if this node leads.
+// serveForward executes the requests forwarded on c, one after another,
+// until c breaks, is idle for serveIdle or ctx ends. A client that sends
+// one request and closes (Join) is served the same way.
 func (m *Meta) serveForward(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
-	_ = c.SetDeadline(time.Now().Add(helloTimeout))
-	var req request
-	if err := readFrame(c, &req); err != nil {
-		m.logger.Debug("meta: read forwarded request", "err", err)
-		return
-	}
-	timeout := forwardTimeout
-	if req.TimeoutMS > 0 {
-		timeout = min(timeout, time.Duration(req.TimeoutMS)*time.Millisecond)
-	}
-	_ = c.SetDeadline(time.Now().Add(timeout + helloTimeout))
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp := m.execute(ctx, req)
-	if err := writeFrame(c, resp); err != nil {
-		m.logger.Debug("meta: write forwarded response", "err", err)
+	for {
+		_ = c.SetDeadline(time.Now().Add(serveIdle))
+		var req request
+		if err := readFrame(c, &req); err != nil {
+			if !errors.Is(err, io.EOF) {
+				m.logger.Debug("meta: read forwarded request", "err", err)
+			}
+			return
+		}
+		timeout := forwardTimeout
+		if req.TimeoutMS > 0 {
+			timeout = min(timeout, time.Duration(req.TimeoutMS)*time.Millisecond)
+		}
+		_ = c.SetDeadline(time.Now().Add(timeout + helloTimeout))
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		resp := m.execute(rctx, req)
+		cancel()
+		if err := writeFrame(c, resp); err != nil {
+			m.logger.Debug("meta: write forwarded response", "err", err)
+			return
+		}
 	}
 }
 
@@ -145,43 +151,6 @@ func (m *Meta) execute(ctx context.Context, req request) response {
 		return response{Code: codeUnknownOutcome, Error: err.Error()}
 	}
 	return response{Code: codeFailed, Error: err.Error()}
-}
-
-// forward sends req to addr and returns the response. A request that could
-// not be sent (dial or write failure) comes back as errNotSent, safe to
-// retry; a failure after it was sent is ErrUnknownOutcome.
-func (m *Meta) forward(ctx context.Context, addr string, req request) (response, error) {
-	if d, ok := ctx.Deadline(); ok {
-		req.TimeoutMS = max(1, time.Until(d).Milliseconds())
-	}
-	c, err := m.cfg.Dial(ctx, addr)
-	if err != nil {
-		return response{}, fmt.Errorf("%w: dial %s: %w", errNotSent, addr, err)
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	defer stop()
-	if d, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(d)
-	}
-	if _, err := c.Write([]byte{kindForward}); err != nil {
-		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
-	}
-	sc, err := netx.Secure(ctx, c, m.cfg.TLS, false) // c stays the raw connection the closers above hold
-	if err != nil {
-		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
-	}
-	if err := writeFrame(sc, req); err != nil {
-		return response{}, fmt.Errorf("%w: %s: %w", errNotSent, addr, err)
-	}
-	var resp response
-	if err := readFrame(sc, &resp); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return response{}, fmt.Errorf("%w: no answer from %s: %w", ErrUnknownOutcome, addr, err)
-	}
-	return resp, nil
 }
 
 // errNotSent marks a forward that never reached the other side.

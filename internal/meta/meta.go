@@ -91,7 +91,8 @@ type Meta struct {
 	log     logStore
 	layer   *raftLayer
 	machine *machine
-	group   *run.Group // every goroutine Meta starts; its context ends at Close and bounds served requests
+	group   *run.Group  // every goroutine Meta starts; its context ends at Close and bounds served requests
+	fwd     forwardPool // idle forward connections to the leader
 }
 
 // Open opens (or creates) the node's group storage in cfg.DataDir, starts
@@ -131,7 +132,15 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: rpcTimeout,
-		Logger:  logging.Hclog(cfg.Logger, "raft-net", rep),
+		// No pipelined replication: in the Raft library's pipeline, a
+		// follower's failed append (Success=false) ends the decoder while
+		// the sender may be parked on a full in-progress channel that only
+		// it would close, so the leader stops sending that follower
+		// entries (heartbeats go on, so no election heals it) and its
+		// Shutdown waits forever (hashicorp/raft#612). Found by
+		// clustertest.TestSequencedChecker; batching keeps throughput.
+		MaxRPCsInFlight: 1,
+		Logger:          logging.Hclog(cfg.Logger, "raft-net", rep),
 	})
 	closers = append(closers, trans.Close)
 
@@ -160,6 +169,7 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 	m = &Meta{cfg: cfg, logger: logger, raft: r, log: log, layer: layer, machine: mach}
 	m.group = run.NewGroup(context.Background())
 	m.group.Go(m.acceptLoop)
+	m.group.Go(m.watchLeader)
 	return m, nil
 }
 
@@ -170,6 +180,7 @@ func (m *Meta) Close() error {
 		return nil
 	}
 	_ = m.cfg.Listener.Close()
+	m.fwd.reset(true)
 	rerr := m.raft.Shutdown().Error() // also closes the transport and its connections
 	m.group.Wait()
 	werr := m.log.Close()
@@ -307,7 +318,7 @@ func (m *Meta) Join(ctx context.Context, addrs []string) error {
 		for _, a := range addrs {
 			target := a
 			for hop := 0; hop < 3; hop++ {
-				resp, err := m.forward(ctx, target, req)
+				resp, err := m.forwardOn(ctx, target, req, false)
 				if err != nil {
 					last = err
 					break

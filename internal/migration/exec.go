@@ -1,10 +1,10 @@
 package migration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
@@ -81,13 +81,13 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		// commit index would count configuration entries, which never
 		// reach a state machine).
 		want := r.Seq.Applied()
-		return x.poll(ctx, a.Node, func(resp response) bool { return resp.Open && resp.Applied >= want })
+		return x.poll(ctx, a.Node, reqStatus, func(resp response) bool { return resp.Open && resp.Applied >= want })
 	case OpAwaitTarget:
 		// The pause ends when the target serves the group (its replica
 		// open and leading); the step when this node's copy of the
 		// record names it too (a replicated group's new home claims it
 		// once it leads).
-		return x.poll(ctx, a.Node, func(resp response) bool {
+		return x.poll(ctx, a.Node, reqAwait, func(resp response) bool {
 			if resp.Open && resp.Leader && x.served.IsZero() {
 				x.served = d.clock.Now()
 			}
@@ -171,30 +171,54 @@ func (x *exec) sendSnapshot(ctx context.Context, node string) Outcome {
 		return failedOutcome(err)
 	}
 	defer sn.Release()
-	// The stream is written to memory first: a snapshot holds the log's
-	// retained segments (bounded by retention).
-	var buf bytes.Buffer
-	if _, err := sn.WriteTo(&buf); err != nil {
-		return failedOutcome(err)
-	}
-	data := buf.Bytes()
+	// The stream goes through a pipe, a chunk at a time: a log of many
+	// segments is never held in memory whole.
+	pr, pw := io.Pipe()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		_, err := sn.WriteTo(pw)
+		_ = pw.CloseWithError(err)
+	}()
+	defer func() {
+		_ = pr.CloseWithError(errors.New("migration: snapshot send ended"))
+		<-written
+	}()
+	buf := make([]byte, chunkBytes)
+	next := make([]byte, 1)
 	var off uint64
+	have, err := io.ReadFull(pr, buf)
 	for {
-		n := min(chunkBytes, len(data))
-		req := request{Kind: reqChunk, Group: x.m.Group, ID: x.m.decision(), Offset: off, Last: n == len(data), Data: data[:n]}
-		resp, err := x.call(ctx, node, req)
-		if err != nil {
-			return failedOutcome(err)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return failedOutcome(fmt.Errorf("reading the snapshot: %w", err))
 		}
-		off += uint64(n)
-		data = data[n:]
-		if req.Last {
+		// The chunk is the last if nothing follows it.
+		last := err != nil
+		var more int
+		if !last {
+			more, err = io.ReadFull(pr, next)
+			last = more == 0
+			if err != nil && !errors.Is(err, io.EOF) {
+				return failedOutcome(fmt.Errorf("reading the snapshot: %w", err))
+			}
+		}
+		req := request{Kind: reqChunk, Group: x.m.Group, ID: x.m.decision(), Offset: off, Last: last, Data: buf[:have]}
+		resp, cerr := x.call(ctx, node, req)
+		if cerr != nil {
+			return failedOutcome(cerr)
+		}
+		off += uint64(have)
+		if last {
 			if resp.Next != sn.NextSeq() {
 				return failedOutcome(fmt.Errorf("the target restored up to position %d, the snapshot to %d", resp.Next, sn.NextSeq()))
 			}
 			x.next = resp.Next
 			return Outcome{Result: ResultOK}
 		}
+		buf[0] = next[0]
+		var n int
+		n, err = io.ReadFull(pr, buf[1:])
+		have = 1 + n
 	}
 }
 
@@ -231,11 +255,11 @@ func (x *exec) sendTail(ctx context.Context, node string) Outcome {
 }
 
 // poll asks node about its replica until done says so.
-func (x *exec) poll(ctx context.Context, node string, done func(response) bool) Outcome {
+func (x *exec) poll(ctx context.Context, node string, kind byte, done func(response) bool) Outcome {
 	t := x.d.clock.NewTimer(pollEvery)
 	defer t.Stop()
 	for {
-		resp, err := x.call(ctx, node, request{Kind: reqStatus, Group: x.m.Group})
+		resp, err := x.call(ctx, node, request{Kind: kind, Group: x.m.Group})
 		if err == nil && done(resp) {
 			return Outcome{Result: ResultOK}
 		}

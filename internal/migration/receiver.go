@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
+	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/replicas"
 	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
@@ -22,6 +24,12 @@ type Replicas interface {
 
 var _ Replicas = (*replicas.Set)(nil)
 
+// Waiting for a group to be served here (reqAwait).
+const (
+	awaitMax  = time.Second
+	awaitPoll = time.Millisecond
+)
+
 // Receiver is the target's side of a handover: it stages the snapshot and
 // the tail a group's old home sends, and installs the log where the node's
 // replica set opens it once the record names this node. It also answers
@@ -29,6 +37,7 @@ var _ Replicas = (*replicas.Set)(nil)
 type Receiver struct {
 	dir    string // the node's groups directory (replicas.Config.Dir)
 	groups Replicas
+	clock  clock.Clock
 	opts   topiclog.Options
 	log    *slog.Logger
 
@@ -50,12 +59,15 @@ type staging struct {
 // NewReceiver returns the receiving side over the groups in dir; opts are
 // the topic-log options the replica set opens a group of one replica with
 // (segment size).
-func NewReceiver(dir string, groups Replicas, opts topiclog.Options, log *slog.Logger) *Receiver {
+func NewReceiver(dir string, groups Replicas, opts topiclog.Options, clk clock.Clock, log *slog.Logger) *Receiver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	opts.Sync = topiclog.SyncNone // Close syncs; the install is after it
-	return &Receiver{dir: dir, groups: groups, opts: opts, log: log, staged: map[string]*staging{}}
+	return &Receiver{dir: dir, groups: groups, clock: clk, opts: opts, log: log, staged: map[string]*staging{}}
 }
 
 // groupDir is where the replica set keeps group id (replicas.Set).
@@ -69,7 +81,7 @@ func (rv *Receiver) Serve(ctx context.Context, from string, body []byte) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	resp, err := rv.serve(req)
+	resp, err := rv.serve(ctx, req)
 	if err != nil {
 		rv.log.Warn("migration: refused a handover request", "group", req.Group, "from", from, "err", err)
 		resp = response{Reason: err.Error()}
@@ -77,16 +89,43 @@ func (rv *Receiver) Serve(ctx context.Context, from string, body []byte) ([]byte
 	return appendResponse(nil, resp), nil
 }
 
-func (rv *Receiver) serve(req request) (response, error) {
+// status is this node's replica of group: cheap reads only (no call into
+// Raft's loop, which is busy while the lead moves).
+func (rv *Receiver) status(group string) response {
+	r := rv.groups.Get(group)
+	if r == nil {
+		return response{OK: true}
+	}
+	return response{OK: true, Open: true, Leader: r.Rep.IsLeader(), Applied: r.Seq.Applied(), Next: r.Seq.NextSeq()}
+}
+
+// await answers once this node serves group (its replica open and
+// leading), or after awaitMax: the old home learns it half a round trip
+// after it happens, where polling would take a whole one.
+func (rv *Receiver) await(ctx context.Context, group string) response {
+	t := rv.clock.NewTimer(awaitPoll)
+	defer t.Stop()
+	deadline := rv.clock.Now().Add(awaitMax)
+	for {
+		resp := rv.status(group)
+		if (resp.Open && resp.Leader) || !rv.clock.Now().Before(deadline) {
+			return resp
+		}
+		t.Reset(awaitPoll)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return resp
+		}
+	}
+}
+
+func (rv *Receiver) serve(ctx context.Context, req request) (response, error) {
 	switch req.Kind {
 	case reqStatus:
-		r := rv.groups.Get(req.Group)
-		if r == nil {
-			return response{OK: true}, nil
-		}
-		// Cheap reads only (no call into Raft's loop, which is busy while
-		// the lead moves).
-		return response{OK: true, Open: true, Leader: r.Rep.IsLeader(), Applied: r.Seq.Applied(), Next: r.Seq.NextSeq()}, nil
+		return rv.status(req.Group), nil
+	case reqAwait:
+		return rv.await(ctx, req.Group), nil
 	case reqAbort:
 		rv.drop(req.Group, req.ID)
 		return response{OK: true}, nil

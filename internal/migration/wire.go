@@ -27,17 +27,19 @@ const (
 	reqTail   byte = 2 // the records since the snapshot; installs the log
 	reqAbort  byte = 3 // drop what was handed
 	reqStatus byte = 4 // the target's replica of the group
+	reqAwait  byte = 5 // the same, answered once it serves the group (or after awaitMax)
 )
 
 // Bounds of a request.
 const (
-	// chunkBytes is the snapshot's part per request (the peer link's
-	// frames are bounded at 64 MiB).
-	chunkBytes = 1 << 20
 	// tailBytes bounds the records of one tail request; a longer tail is
 	// sent in several (the last one installs).
 	tailBytes = 8 << 20
 )
+
+// chunkBytes is the snapshot's part per request (the peer link's frames
+// are bounded at 64 MiB); a variable for tests.
+var chunkBytes = 1 << 20
 
 // A request:
 //
@@ -45,7 +47,7 @@ const (
 //	chunk:  offset uvarint | last byte | data bytes
 //	tail:   last byte | count uvarint | count × record
 //	record: seq uvarint | topic str | index uvarint | time varint (unix ns) | mark uvarint | retain byte | payload bytes
-//	abort, status: nothing
+//	abort, status, await: nothing
 //
 // id names the migration (the decision's index): a chunk or a tail of
 // another id than the one staged is refused.
@@ -121,7 +123,7 @@ func decodeRequest(b []byte) (request, error) {
 			rc.Mark, rc.Retain, rc.Payload = d.Uvarint(), decodeBool(&d), d.BytesCopy()
 			r.Records = append(r.Records, rc)
 		}
-	case reqAbort, reqStatus:
+	case reqAbort, reqStatus, reqAwait:
 	default:
 		if !d.Failed() {
 			return request{}, fmt.Errorf("%w: request kind %d", ErrCorrupt, r.Kind)

@@ -24,6 +24,7 @@ func wireRequests() []request {
 		{Kind: reqTail, Group: "g", ID: 8, Last: false},
 		{Kind: reqAbort, Group: "g", ID: 7},
 		{Kind: reqStatus, Group: "g"},
+		{Kind: reqAwait, Group: "g"},
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // node's group (it stops before the replicas close).
 func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
 	recv := migration.NewReceiver(n.groupsDir(), cp.groups,
-		topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, n.log.With("subsystem", "migration"))
+		topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, n.clock, n.log.With("subsystem", "migration"))
 	dc := migration.Config{
 		NodeID: n.cfg.NodeID, Workers: n.cfg.PlacementExecutors, Meta: cp.meta, Replicas: cp.groups, Home: home,
 		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "migration"),
@@ -78,9 +78,17 @@ func (n *Node) MoveGroup(ctx context.Context, topic, to string, timeout time.Dur
 	start := n.clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	mgr, err := manager.New(manager.Config{Clock: n.clock}, cp.meta)
-	if err != nil {
-		return adminapi.MoveResult{}, err
+	// The node's placement manager (its reports give the distances that
+	// choose a replicated group's new voters); a bare one before it is
+	// built.
+	var mgr *manager.Manager
+	if cp.placement != nil {
+		mgr = cp.placement.manager
+	} else {
+		var err error
+		if mgr, err = manager.New(manager.Config{Clock: n.clock}, cp.meta); err != nil {
+			return adminapi.MoveResult{}, err
+		}
 	}
 	before, _, _ := groupOf(cp.meta.State(), topic)
 	rec, err := mgr.Move(ctx, topic, to)

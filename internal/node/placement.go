@@ -13,6 +13,7 @@ import (
 	"github.com/sextantmq/sextant/internal/monitor"
 	"github.com/sextantmq/sextant/internal/monitor/agent"
 	"github.com/sextantmq/sextant/internal/placement/manager"
+	"github.com/sextantmq/sextant/internal/procstat"
 )
 
 // methodPlacementReport carries a node's monitoring report to the metadata
@@ -70,6 +71,16 @@ func (n *Node) startPlacement(cp *clusterParts) error {
 		Capacity: monitor.Capacity{Network: float64(cfg.PlacementNetwork)},
 		Counters: n.placementCounters, Send: n.sendReport(cp, mgr),
 		Clock: n.clock, Logger: n.log.With("subsystem", "monitor"),
+	}
+	if _, err := procstat.Read(0); err != nil {
+		// No /proc (not Linux): CPU and memory are not measured, and a
+		// node is never overloaded by them; say so once, not per report.
+		n.log.Warn("placement: the process's CPU and memory cannot be read; they count as idle", "err", err)
+		acfg.Process = func() (procstat.Sample, error) { return procstat.Sample{}, nil }
+		acfg.Capacity.Memory = 1 << 62
+	} else if _, err := procstat.MemoryLimit(); err != nil {
+		n.log.Warn("placement: the memory available cannot be read; memory counts as idle", "err", err)
+		acfg.Capacity.Memory = 1 << 62
 	}
 	if m := cp.membership; m != nil {
 		acfg.Coordinate = m.Coordinate

@@ -117,7 +117,15 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		Stream:  ly,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  logging.Hclog(log, "raft-net", e.repeats),
+		// No pipelined replication: in the Raft library's pipeline, a
+		// follower's failed append (Success=false) ends the decoder while
+		// the sender may be parked on a full in-progress channel that only
+		// it would close, so the leader stops sending that follower
+		// entries (heartbeats go on, so no election heals it) and its
+		// Shutdown waits forever (hashicorp/raft#612). Found by
+		// clustertest.TestSequencedChecker; batching keeps throughput.
+		MaxRPCsInFlight: 1,
+		Logger:          logging.Hclog(log, "raft-net", e.repeats),
 	})
 	closers = append(closers, trans.Close)
 

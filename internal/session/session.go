@@ -324,6 +324,10 @@ func (s *Session) RemoveSubscription(filter string) bool {
 func (s *Session) Record(disconnectedAt time.Time) *store.SessionRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.recordLocked(disconnectedAt)
+}
+
+func (s *Session) recordLocked(disconnectedAt time.Time) *store.SessionRecord {
 	r := &store.SessionRecord{
 		ClientID: s.ID, Version: byte(s.mu.version), ExpiryInterval: s.mu.expiry,
 		DisconnectedAt: disconnectedAt,
@@ -442,6 +446,21 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 	}
 	if d.Group != "" && !s.admitLocked(&d) {
 		return Skipped, nil
+	}
+	if d.Group != "" && s.mu.cursors[d.Group] == nil && s.mu.expiry > 0 && s.env.Store != nil {
+		// The session's first record of this group: its stored record
+		// gets the cursor with this delivery's batch. Otherwise a crash
+		// of the node while the session is online (its record is written
+		// at disconnect, subscribe and unsubscribe) would leave it no
+		// cursor on a group created after it subscribed, and what was
+		// published while the node was down would never reach it; with
+		// one, the backlog is replayed from there (what was taken since
+		// may come again). Found by TestProcessSequencedChecker.
+		defer func() {
+			if c := s.mu.cursors[d.Group]; c != nil && p != nil {
+				p.batch().PutSession(s.recordLocked(time.Time{}))
+			}
+		}()
 	}
 	if d.QoS == 0 {
 		if s.mu.conn == nil {

@@ -16,10 +16,6 @@ import (
 // node's metadata copy to learn the new record.
 const redirectFor = 30 * time.Second
 
-// drainPoll is how often Fence looks whether what the group took was
-// applied.
-const drainPoll = time.Millisecond
-
 // fence is one group's state here.
 type fence struct {
 	to       string
@@ -28,8 +24,10 @@ type fence struct {
 }
 
 // Fence makes this home answer group's batches "moving" (to: the target,
-// named in the answer) and waits until every batch it took before has been
-// submitted and applied, so that the group's log no longer changes here.
+// named in the answer) and waits until the outcome of every batch it took
+// before is known (applied, or refused), so that the group's log no longer
+// changes here. (The replica's queue length would not do: a batch taken
+// off the queue may still be being applied.)
 func (h *Home) Fence(ctx context.Context, group, to string) error {
 	h.mu.Lock()
 	h.mu.fences[group] = &fence{to: to}
@@ -46,23 +44,7 @@ func (h *Home) Fence(ctx context.Context, group, to string) error {
 			return fmt.Errorf("sequenced: fence %s: %w", group, ctx.Err())
 		}
 	}
-	r := h.groups.Get(group)
-	if r == nil {
-		return nil // no replica here: nothing can be applied
-	}
-	t := h.clock.NewTimer(drainPoll)
-	defer t.Stop()
-	for {
-		if st := r.Rep.Stats(); st.Queued == 0 && st.InFlight == 0 {
-			return nil
-		}
-		select {
-		case <-t.C():
-			t.Reset(drainPoll)
-		case <-ctx.Done():
-			return fmt.Errorf("sequenced: fence %s: draining: %w", group, ctx.Err())
-		}
-	}
+	return nil
 }
 
 // Unfence ends group's fence: with redirect, batches are answered "not

@@ -21,6 +21,11 @@ import (
 // layer's request limit.
 const turnTimeout = 10 * time.Second
 
+// outcomeWait bounds how long a batch whose caller gave up is still
+// counted by a fence, waiting for its outcome: longer than a replicated
+// leader keeps a command without a majority (its lease).
+const outcomeWait = 5 * time.Second
+
 // Groups is this node's replicas as the home side needs them
 // (*replicas.Set).
 type Groups interface {
@@ -42,7 +47,7 @@ type Home struct {
 		sync.Mutex
 		streams map[streamKey]*stream
 		fences  map[string]*fence // by group: see fence.go
-		active  map[string]int    // by group: batches admitted, their Submit not returned
+		active  map[string]int    // by group: batches admitted whose outcome is not known yet
 		idle    map[string][]chan struct{}
 	}
 }
@@ -98,19 +103,38 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 	}
 	if resp, ok := h.admit(req.Group); !ok {
 		// Fenced for a migration: nothing of the stream is submitted
-		// from here on (the access node restarts it elsewhere).
-		h.done(key, req.Stream, req.N)
+		// from here on (the access node restarts it elsewhere). The
+		// stream ends here: were the fence lifted (the move failed)
+		// before its next batch came, that batch would otherwise be
+		// submitted ahead of this one's publishes, which the access
+		// node sends again later.
+		h.abandon(key, req.Stream)
 		h.metrics.served(resp.Status)
 		return resp
 	}
 	p, err := h.submit(ctx, r, req)
-	h.done(key, req.Stream, req.N)
 	if err != nil {
+		// Not submitted: likewise, nothing after it in the stream may be.
+		h.abandon(key, req.Stream)
+		h.end(req.Group)
 		resp := submitError(err)
 		h.metrics.served(resp.Status)
 		return resp
 	}
+	h.done(key, req.Stream, req.N)
 	res, err := p.Wait(ctx)
+	if err != nil {
+		// The caller gave up, but the command may still be applied: a
+		// fence counts it until its outcome is known (bounded, so that a
+		// node stopping is never held up by a replica that cannot answer).
+		t := h.clock.NewTimer(outcomeWait)
+		select {
+		case <-p.Done():
+		case <-t.C():
+		}
+		t.Stop()
+	}
+	h.end(req.Group)
 	switch {
 	case err != nil:
 		h.metrics.served(StatusUnknown)
@@ -123,9 +147,10 @@ func (h *Home) serve(ctx context.Context, node string, req request) response {
 	return response{Status: StatusOK, Published: res.Publishes}
 }
 
-// submit submits an admitted batch; the fence count ends with it.
+// submit submits an admitted batch. The fence count (admit) ends when
+// its outcome is known, not when it is queued: a command taken off the
+// queue may still be being applied.
 func (h *Home) submit(ctx context.Context, r *replicas.Replica, req request) (*replication.Pending[sequencer.Result], error) {
-	defer h.end(req.Group)
 	p, err := r.Rep.Submit(ctx, req.Cmd)
 	if err != nil && errors.Is(err, replication.ErrNotLeader) && r.Rep.Leader().ID == "" {
 		// An election is under way (the home failed): wait for its
@@ -242,6 +267,18 @@ func (h *Home) done(key streamKey, id, n uint64) {
 	if ch, ok := st.waiting[st.next]; ok {
 		delete(st.waiting, st.next)
 		close(ch)
+	}
+}
+
+// abandon ends stream id of key after one of its batches was not
+// submitted: its later batches are stale, so that none of them is
+// submitted ahead of the publishes of the one that was not (the access
+// node sends those again, in order, in a new stream).
+func (h *Home) abandon(key streamKey, id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.mu.streams[key]; st != nil && st.id == id {
+		st.end()
 	}
 }
 

@@ -253,6 +253,14 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rec.Epoch != rt.mu.epoch {
+		if rec.Home != rt.mu.target && rt.mu.stream != 0 {
+			// The group moved (or failed over) and no answer told this
+			// route yet: the new home never saw the current stream's
+			// first batches and would wait for them (turnTimeout).
+			// Everything not acknowledged goes there again in a new
+			// stream; what committed is recognised by its key.
+			rt.newStreamLocked()
+		}
 		rt.mu.target, rt.mu.epoch = rec.Home, rec.Epoch
 	}
 	rt.mu.voters = rec.Voters
@@ -380,7 +388,9 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 		// publishes are held until the move is recorded.
 		m.retries.WithLabelValues(resp.Status.String()).Inc()
 		for _, it := range batch {
-			it.sent = 0
+			if it.sent == stream { // not sent again in a newer stream since
+				it.sent = 0
+			}
 		}
 		if stream == rt.mu.stream {
 			rt.restartLocked(target, resp, err)
@@ -431,14 +441,7 @@ func (rt *route) releaseLocked(now time.Time) {
 // publishes that were sent are dropped (they have no key to recognise a
 // repeat by).
 func (rt *route) restartLocked(target string, resp response, err error) {
-	rt.mu.stream, rt.mu.unsent = 0, 0
-	var lost []*item
-	for _, it := range rt.mu.q {
-		if !it.done && it.sent != 0 && it.pub.QoS == 0 {
-			lost = append(lost, it)
-		}
-	}
-	rt.finishLocked(lost, DropFailover) // QoS 0: nothing to acknowledge
+	rt.newStreamLocked()
 	next := ""
 	if err == nil && resp.Status == StatusNotLeader && resp.Leader != "" && resp.Leader != target {
 		next = resp.Leader
@@ -452,6 +455,20 @@ func (rt *route) restartLocked(target string, resp response, err error) {
 	rt.backoffLocked()
 	rt.r.log.Debug("sequenced: sending again", "group", rt.id, "failed", target, "next", rt.mu.target,
 		"status", resp.Status, "err", err)
+}
+
+// newStreamLocked makes the next batch start a new stream carrying every
+// publish not yet acknowledged, in order; QoS 0 publishes that were sent
+// are dropped (they have no key to recognise a repeat by).
+func (rt *route) newStreamLocked() {
+	rt.mu.stream, rt.mu.unsent = 0, 0
+	var lost []*item
+	for _, it := range rt.mu.q {
+		if !it.done && it.sent != 0 && it.pub.QoS == 0 {
+			lost = append(lost, it)
+		}
+	}
+	rt.finishLocked(lost, DropFailover) // QoS 0: nothing to acknowledge
 }
 
 // finishLocked ends items that will not be committed, counted as dropped

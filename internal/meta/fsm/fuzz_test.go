@@ -19,6 +19,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		CreateGroup(Group{ID: "s/1", Rule: "swarm/+/#", Home: "n1", Voters: []string{"n1"}, Learners: []string{"n2"},
 			Retention: Retention{Messages: 9, Duration: Duration(time.Hour)}, Created: t0}),
 		SetGroupHome(HomeChange{Group: "s/1", Home: "n1", Epoch: 2, Reason: ReasonMigration, At: t0}),
+		SetGroupHome(HomeChange{Group: "s/1", Home: "n2", Epoch: 3, Reason: ReasonManual, At: t0, Handover: []string{"n2"}}),
 		SetGroupMembers(MembersChange{Group: "s/1", Epoch: 1, Voters: []string{"n1", "n2"}}),
 		DeleteGroup("s/1"),
 		SetGroupDesired(DesiredChange{Group: "s/1", Epoch: 1, Home: "n2", Voters: []string{"n2"}, Reason: ReasonViolation, At: t0}),

@@ -285,26 +285,33 @@ type runState struct {
 	plan    placement.State
 	last    time.Time // when the last round ran
 	topics  topicGroups
-	// shedding maps a node to the last round's time at which a group
-	// was decided away from it and not yet moved.
+	// shedding maps a node to the last time a group was seen decided away
+	// from it, or moved away from it.
 	shedding map[string]time.Time
+	homes    map[string]string // each group's home in the last round
 }
 
 // relieving notes the nodes that groups are decided away from (a pending
-// decision whose home is not the record's) and returns, for every node
-// that had one, the last time it did. Until a report covers only time
-// after that, the node's measured load still holds what the planner
-// already took off it (it counts a pending move as done), so it must not
-// shed again on that load.
+// decision whose home is not the record's) or moved away from since the
+// last round, and returns, for every node that had one, the last time it
+// did. Until a report covers only time after that, the node's measured
+// load still holds what the planner already took off it (it counts a
+// pending move as done), so it must not shed again on that load.
 func (st *runState) relieving(state fsm.State, now time.Time) map[string]time.Time {
 	if st.shedding == nil {
 		st.shedding = map[string]time.Time{}
 	}
+	homes := make(map[string]string, len(st.homes))
 	for _, g := range state.Groups() {
 		if d := g.Desired; d != nil && d.Home != g.Home {
 			st.shedding[g.Home] = now
 		}
+		if was, ok := st.homes[g.ID]; ok && was != g.Home {
+			st.shedding[was] = now
+		}
+		homes[g.ID] = g.Home
 	}
+	st.homes = homes
 	return st.shedding
 }
 
@@ -419,6 +426,11 @@ func (m *Manager) round(ctx context.Context, st *runState, event bool) {
 	}
 	st.plan = next
 	decisions := m.decide(ctx, state, &view, res, now, &st.plan)
+	for _, d := range decisions {
+		if d.From != "" {
+			st.shedding[d.From] = now // the next round may find it already moved
+		}
+	}
 	status := Status{
 		Leading: true, Round: next.Round, At: now, Event: event,
 		Nodes: view.nodes, Groups: view.groups, Unmonitored: view.unmonitored,

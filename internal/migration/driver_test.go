@@ -1,0 +1,138 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/replicas"
+)
+
+// fakeMeta is a metadata group in memory: proposals apply at once.
+type fakeMeta struct {
+	mu      sync.Mutex
+	st      fsm.State
+	index   uint64
+	changed chan struct{}
+	cmds    []fsm.Op
+}
+
+func newFakeMeta() *fakeMeta { return &fakeMeta{changed: make(chan struct{})} }
+
+func (m *fakeMeta) State() fsm.State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
+}
+
+func (m *fakeMeta) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+func (m *fakeMeta) Propose(_ context.Context, cmd fsm.Command) (fsm.Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.index++
+	var res fsm.Result
+	m.st, res = m.st.Apply(m.index, cmd)
+	m.cmds = append(m.cmds, cmd.Op)
+	close(m.changed)
+	m.changed = make(chan struct{})
+	return res, res.Err()
+}
+
+func (m *fakeMeta) must(t *testing.T, cmd fsm.Command) fsm.Result {
+	t.Helper()
+	res, err := m.Propose(context.Background(), cmd)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd.Op, err)
+	}
+	return res
+}
+
+type noReplicas struct{}
+
+func (noReplicas) Get(string) *replicas.Replica { return nil }
+
+type fakeFencer struct {
+	mu     sync.Mutex
+	fenced map[string]bool
+}
+
+func (f *fakeFencer) Fence(_ context.Context, g, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fenced[g] = true
+	return nil
+}
+
+func (f *fakeFencer) Unfence(g, _ string, _ bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.fenced, g)
+}
+
+type downPeers struct{}
+
+func (downPeers) Call(context.Context, string, byte, []byte) ([]byte, error) {
+	return nil, errors.New("link down")
+}
+
+func testNode(id string) fsm.Node {
+	return fsm.Node{ID: id, JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Site: "s", Zone: "z", Tier: "core", PeerAddr: id + ":7950"}}
+}
+
+// TestDriverFailsWithdrawsAndRetries: a handover whose target cannot be
+// reached fails, is recorded with its error, leaves nothing fenced and is
+// tried again after a backoff; once the target leaves the registry, the
+// decision is withdrawn.
+func TestDriverFailsWithdrawsAndRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newFakeMeta()
+		for _, id := range []string{"a", "b"} {
+			m.must(t, fsm.RegisterNode(testNode(id)))
+		}
+		now := time.Unix(100, 0)
+		m.must(t, fsm.CreateGroup(fsm.Group{ID: "g", Rule: "g/#", Home: "a", Voters: []string{"a"}, Created: now}))
+		m.must(t, fsm.SetGroupDesired(fsm.DesiredChange{Group: "g", Epoch: 1, Home: "b", Voters: []string{"b"}, Reason: fsm.ReasonManual, At: now}))
+		fencer := &fakeFencer{fenced: map[string]bool{}}
+		d, err := New(Config{NodeID: "a", Workers: 2, Meta: m, Replicas: noReplicas{}, Home: fencer, Peers: downPeers{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); d.Run(ctx) }()
+		time.Sleep(2500 * time.Millisecond) // lint:sleep-ok fake time: a first attempt and a retry after 1 s
+		synctest.Wait()
+		ms := d.Migrations()
+		if len(ms) < 2 {
+			t.Fatalf("migrations %+v, want a failed attempt and its retry", ms)
+		}
+		for _, x := range ms {
+			if x.State != StateFailed || x.Kind != KindHandover || x.Error == "" {
+				t.Errorf("migration %+v", x)
+			}
+		}
+		if len(fencer.fenced) != 0 {
+			t.Errorf("left fenced: %v", fencer.fenced)
+		}
+		if _, err := New(Config{NodeID: "a", Workers: 2000, Meta: m, Replicas: noReplicas{}, Home: fencer}); !errors.Is(err, ErrConfig) {
+			t.Errorf("2000 workers: %v, want ErrConfig", err)
+		}
+		m.must(t, fsm.RemoveNode("b"))
+		time.Sleep(40 * time.Second) // lint:sleep-ok fake time: past the longest backoff
+		synctest.Wait()
+		if g, _ := m.State().Group("g"); g.Desired != nil {
+			t.Errorf("decision for a node that left still pending: %+v", g.Desired)
+		}
+		cancel()
+		<-done
+	})
+}
