@@ -26,9 +26,10 @@
 #
 # With -x, it then runs scripts/seqcluster on a fresh three-node cluster for
 # each of the measurements listed: failover (20 kill -9 of a replicas-3
-# group's home), idle (CPU and memory of idle groups: 1,000 topics sharing
-# 100 groups), idle10 (the same topics in 10 groups), replay (sx-from=earliest
-# over 200,000 records).
+# group's home), idle10 (CPU and memory of idle groups: 1,000 topics with
+# replicas 3 sharing 10 groups through the rule's group template), idle
+# (100 groups of one topic: the cost per group at scale), replay
+# (sx-from=earliest over 200,000 records).
 #
 # Usage: scripts/bench-sequenced.sh [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-x failover,idle,idle10,replay]
 #   MODES and SCENARIOS are comma lists (default direct,r1,r3,r5 and every scenario); -m none skips the
@@ -220,7 +221,7 @@ for x in "${EXTRAS[@]}"; do
 	log "$x (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	case $x in
 	failover) args=(-mode failover -kills 20) ;;
-	idle) args=(-mode idle -topics 1000 -groups 100 -window 30s) ;;
+	idle) args=(-mode idle -topics 100 -groups 100 -window 30s) ;;
 	idle10) args=(-mode idle -topics 1000 -groups 10 -window 30s) ;;
 	replay) args=(-mode replay -records 200000) ;;
 	*) log "unknown measurement $x"; continue ;;
