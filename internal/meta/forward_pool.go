@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -52,14 +53,24 @@ type forwardPool struct {
 }
 
 // get takes an idle connection to addr, or nil. Connections to another
-// address (the leader changed) and stale ones are closed.
+// address (the leader changed), stale ones and ones the other side has
+// closed are closed.
 func (p *forwardPool) get(addr string, now time.Time) *fwdConn {
-	var drop []*fwdConn
-	defer func() {
-		for _, c := range drop {
-			_ = c.raw.Close()
+	for {
+		c, drop := p.pop(addr, now)
+		for _, d := range drop {
+			_ = d.raw.Close()
 		}
-	}()
+		if c == nil || open(c) {
+			return c
+		}
+		_ = c.raw.Close()
+	}
+}
+
+// pop takes the most recently used idle connection to addr that is not
+// stale, and returns those to close.
+func (p *forwardPool) pop(addr string, now time.Time) (c *fwdConn, drop []*fwdConn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.addr != addr {
@@ -69,11 +80,33 @@ func (p *forwardPool) get(addr string, now time.Time) *fwdConn {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if now.Sub(c.idle) < forwardIdle {
-			return c
+			return c, drop
 		}
 		drop = append(drop, c)
 	}
-	return nil
+	return nil, drop
+}
+
+// open reports whether an idle connection is still open at the other end.
+// A leader that stopped or restarted closed it while it sat idle; sending
+// a request on it would make the request's outcome unknown (it was sent)
+// where a new connection's dial would fail first and be retried. An idle
+// connection receives nothing, so a byte waiting also rules it out.
+func open(c *fwdConn) bool {
+	if alive, ok := peekOpen(c.raw); ok {
+		return alive
+	}
+	// Not a socket (memnet): a read whose deadline has passed reports what
+	// has arrived (EOF) before the timeout.
+	if err := c.raw.SetReadDeadline(time.Now()); err != nil {
+		return false
+	}
+	var b [1]byte
+	n, err := c.raw.Read(b[:])
+	if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	return c.raw.SetReadDeadline(time.Time{}) == nil
 }
 
 // put returns a connection after a request completed on it; it is closed

@@ -263,3 +263,57 @@ func TestForwardDeadlineOnAKeptConnection(t *testing.T) {
 		served.Wait()
 	})
 }
+
+// A kept connection whose other end closed while it sat idle (the leader
+// stopped or restarted) is not used: a request sent on it would come back
+// with an unknown outcome instead of being retried on a new connection.
+func TestForwardPoolSkipsConnectionsClosedByThePeer(t *testing.T) {
+	live, liveFar := net.Pipe()
+	dead, deadFar := net.Pipe()
+	t.Cleanup(func() { _ = live.Close(); _ = liveFar.Close(); _ = dead.Close() })
+	if !open(&fwdConn{raw: live, sec: live}) {
+		t.Fatal("an idle connection whose peer is there was taken for closed")
+	}
+	_ = deadFar.Close()
+	if open(&fwdConn{raw: dead, sec: dead}) {
+		t.Fatal("a connection its peer closed was taken for open")
+	}
+	var p forwardPool
+	now := time.Now()
+	p.put("", &fwdConn{raw: live, sec: live}, now)
+	p.put("", &fwdConn{raw: dead, sec: dead}, now) // most recently used: tried first
+	if c := p.get("", now); c == nil || c.raw != live {
+		t.Fatalf("get returned %v, want the open connection", c)
+	}
+	if n := p.size(); n != 0 {
+		t.Fatalf("%d idle connections left, want 0", n)
+	}
+}
+
+// On a socket the probe asks the kernel: a read with a passed deadline
+// would answer a timeout before looking.
+func TestForwardPoolProbesSockets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback TCP: %v", err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	far, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !open(&fwdConn{raw: c, sec: c}) {
+		t.Fatal("an idle TCP connection whose peer is there was taken for closed")
+	}
+	_ = far.Close()
+	// On loopback the peer's FIN is queued on this socket before Close
+	// returns.
+	if open(&fwdConn{raw: c, sec: c}) {
+		t.Fatal("a TCP connection its peer closed was taken for open")
+	}
+}
