@@ -67,6 +67,10 @@ type Broker struct {
 	// localInterest follows local subscriptions for the delivery layer
 	// (nil: nobody); set before serving (SetLocalInterest).
 	localInterest Interest
+	// restoredSince: per filter, the earliest SubscribedAt of the
+	// sessions loaded from the store that subscribe to it; written by
+	// load, read by SetLocalInterest, both before serving.
+	restoredSince map[string]time.Time
 	// replays is told of subscriptions and attached sessions (nil: no
 	// sequenced topics); set before serving (SetReplays).
 	replays Replays

@@ -143,6 +143,7 @@ func (b *Broker) exportSession(s *session.Session) (*SessionState, error) {
 // it if it outlives its connection.
 func (b *Broker) importSession(id string, v packet.Version, expiry uint32, st *SessionState) *session.Session {
 	s := session.New(id, b.env, v, expiry)
+	s.RestoreSubscribedAt(st.Record.SubscribedAt)
 	b.restoreSubscriptions(s, st.Record.Subscriptions)
 	b.noteArrival(id)
 	s.RestoreInbound(st.Inbound)

@@ -56,7 +56,18 @@ func (b *Broker) load() error {
 			}
 		}
 		s := session.New(r.ClientID, b.env, packet.Version(r.Version), r.ExpiryInterval)
+		s.RestoreSubscribedAt(r.SubscribedAt)
 		b.restoreSubscriptions(s, r.Subscriptions)
+		if !r.SubscribedAt.IsZero() {
+			if b.restoredSince == nil {
+				b.restoredSince = map[string]time.Time{}
+			}
+			for _, sub := range r.Subscriptions {
+				if t, ok := b.restoredSince[sub.Filter]; !ok || r.SubscribedAt.Before(t) {
+					b.restoredSince[sub.Filter] = r.SubscribedAt
+				}
+			}
+		}
 		ids, err := b.store.LoadInbound(r.ClientID)
 		if err != nil {
 			return err

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"context"
 
 	"github.com/sextantmq/sextant/internal/message"
@@ -81,11 +83,28 @@ func (b *Broker) SetRemote(r Remote) {
 // which placement groups local subscribers may want, on a clustered node
 // and on one running alone. It must be called before the node serves
 // clients.
+//
+// If i is also an InterestSince, it is told, per filter, the earliest time
+// a session loaded from the store subscribed to it: a persistent session
+// has a cursor only on the groups it took a record of before its node
+// stopped (or crashed), and the records of the others since it subscribed
+// are its backlog too.
 func (b *Broker) SetLocalInterest(i Interest) {
 	b.localInterest = i
 	for _, c := range b.allInterest() {
 		i.AddInterest(c.filter, c.n)
 	}
+	if is, ok := i.(InterestSince); ok {
+		for f, t := range b.restoredSince {
+			is.InterestSince(f, t)
+		}
+	}
+}
+
+// InterestSince is an Interest told how far back the interest in a filter
+// reaches (the sessions loaded from the store: when they subscribed).
+type InterestSince interface {
+	InterestSince(filter string, since time.Time)
 }
 
 // allInterest is every filter subscribed with its count.

@@ -204,6 +204,22 @@ func (f *Feeds) AddInterest(filter string, n int) {
 	}
 }
 
+// InterestSince implements broker.InterestSince: the local interest in
+// filter goes back to since (a persistent session loaded from the store
+// subscribed then), so a feed not started yet starts no later than that
+// (less the margin): records of a group the session has no cursor on,
+// appended since it subscribed and before this node started, reach it.
+func (f *Feeds) InterestSince(filter string, since time.Time) {
+	if _, inner, shared, err := topic.ParseShared(filter); err == nil && shared {
+		filter = inner
+	}
+	f.mu.Lock()
+	if fi := f.mu.interest[filter]; fi != nil && !since.IsZero() && since.Before(fi.since) {
+		fi.since = since
+	}
+	f.mu.Unlock()
+}
+
 // manage opens and closes feeds as groups and local interest change.
 func (f *Feeds) manage(ctx context.Context) {
 	for {

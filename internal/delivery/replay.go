@@ -45,6 +45,10 @@ type replay struct {
 	// prev is the session's cursor when the replay began: live deliveries
 	// took records up to it for the subscriptions the session had.
 	prev uint64
+	// backlog: a persistent session's replay from its paused cursor
+	// (Attached): records are replayed from prev+1 even when prev is 0
+	// (the session paused on a group's first record while offline).
+	backlog bool
 	// pending are the sx-from requests not yet resolved; under f.mu.
 	pending []session.SubRequest
 	// fresh are the sx-from filters, with the index floors of their
@@ -151,7 +155,7 @@ func (f *Feeds) Attached(s *session.Session) {
 			f.mu.Unlock()
 			continue
 		}
-		rp := &replay{key: key, prev: c.Seq}
+		rp := &replay{key: key, prev: c.Seq, backlog: true}
 		f.mu.replays[key] = rp
 		f.mu.Unlock()
 		f.startReplay(rp)
@@ -193,7 +197,7 @@ func (f *Feeds) runReplay(ctx context.Context, rp *replay) {
 	// not fresh: past what live deliveries took (0: nothing to replay
 	// for them).
 	oldFrom := uint64(0)
-	if rp.prev > 0 {
+	if rp.prev > 0 || rp.backlog {
 		oldFrom = rp.prev + 1
 	}
 	next := oldFrom

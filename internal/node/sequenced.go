@@ -162,7 +162,10 @@ func (v clusterView) EstimateRTT(a, b string) (time.Duration, bool) {
 // seqPublisher adapts the router to broker.Sequencer.
 type seqPublisher struct{ r *sequenced.Router }
 
-var _ broker.Sequencer = seqPublisher{}
+var (
+	_ broker.Sequencer     = seqPublisher{}
+	_ broker.InterestSince = (*delivery.Feeds)(nil)
+)
 
 func (p seqPublisher) Publish(clientID string, packetID uint16, m *message.Message, ack session.Acker) bool {
 	var a sequenced.Acker

@@ -154,22 +154,25 @@ type Session struct {
 
 	mu struct {
 		sync.Mutex
-		version   packet.Version
-		expiry    uint32 // session expiry interval, seconds
-		subs      map[string]router.Options
-		queue     ring
-		inflight  inflight
-		inbound   map[uint16]struct{} // QoS 2 ids received, PUBREL not yet
-		seq       uint64              // last store sequence number used
-		spilled   int                 // persisted messages not held in memory
-		spillFrom uint64              // lowest sequence number among them
-		reloading bool
-		conn      *Conn
-		will      *message.Message
-		willDelay uint32
-		space     chan struct{} // closed when the queue gains room; nil when nobody waits
-		ended     bool
-		cursors   map[string]*cursor // by placement group (cursor.go); nil until the first
+		version packet.Version
+		expiry  uint32 // session expiry interval, seconds
+		subs    map[string]router.Options
+		// subscribedAt: when the earliest subscription was made (stored
+		// with the record; see store.SessionRecord.SubscribedAt).
+		subscribedAt time.Time
+		queue        ring
+		inflight     inflight
+		inbound      map[uint16]struct{} // QoS 2 ids received, PUBREL not yet
+		seq          uint64              // last store sequence number used
+		spilled      int                 // persisted messages not held in memory
+		spillFrom    uint64              // lowest sequence number among them
+		reloading    bool
+		conn         *Conn
+		will         *message.Message
+		willDelay    uint32
+		space        chan struct{} // closed when the queue gains room; nil when nobody waits
+		ended        bool
+		cursors      map[string]*cursor // by placement group (cursor.go); nil until the first
 
 		// The identity of the latest connection and its rights, used for
 		// the will; identified is false until a connection binds (a
@@ -308,6 +311,9 @@ func (s *Session) AddSubscription(filter string, o router.Options) (existed bool
 	defer s.mu.Unlock()
 	_, existed = s.mu.subs[filter]
 	s.mu.subs[filter] = o
+	if s.mu.subscribedAt.IsZero() && s.env != nil && s.env.Clock != nil {
+		s.mu.subscribedAt = s.env.Clock.Now()
+	}
 	return existed
 }
 
@@ -342,7 +348,26 @@ func (s *Session) recordLocked(disconnectedAt time.Time) *store.SessionRecord {
 		r.Will, r.WillDelay = s.mu.will, s.mu.willDelay
 	}
 	r.Cursors = s.cursorRecordsLocked()
+	r.SubscribedAt = s.mu.subscribedAt
 	return r
+}
+
+// SubscribedAt returns when the session's earliest subscription was made
+// (zero: unknown).
+func (s *Session) SubscribedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.subscribedAt
+}
+
+// RestoreSubscribedAt sets when a session loaded or moved here first
+// subscribed, from its record (before its subscriptions are restored).
+func (s *Session) RestoreSubscribedAt(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !t.IsZero() && (s.mu.subscribedAt.IsZero() || t.Before(s.mu.subscribedAt)) {
+		s.mu.subscribedAt = t
+	}
 }
 
 // End marks the session finished: further deliveries are refused and queued

@@ -38,6 +38,12 @@ type SessionRecord struct {
 	// it receives sequenced topics from: its backlog there (the records
 	// after them), sorted by group.
 	Cursors []CursorRecord
+	// SubscribedAt is when the session's earliest subscription was made
+	// (zero: unknown, records of earlier versions): after a restart the
+	// node's feeds start no later than this, so a group created after the
+	// session subscribed, on which its record has no cursor, reaches it
+	// from its first record.
+	SubscribedAt time.Time
 }
 
 // CursorRecord is a session's position in a placement group's log: the
@@ -78,12 +84,14 @@ const recordVersion = 1
 // interval, [varint DisconnectedAt unix nanos], uvarint subscription count,
 // each subscription (uvarint length + filter, options byte, uvarint id),
 // [uvarint cursor count, each cursor (uvarint length + group, uvarint
-// seq)], [uvarint will delay, the will's message.Append encoding to the
-// end]. Records without cursors are those of earlier versions.
+// seq)], [varint SubscribedAt unix nanos], [uvarint will delay, the
+// will's message.Append encoding to the end]. Records without cursors or
+// SubscribedAt are those of earlier versions.
 const (
 	sessFlagDisconnected = 1 << iota
 	sessFlagWill
 	sessFlagCursors
+	sessFlagSubscribedAt
 )
 
 // Subscription options byte: qos in bits 0-1, no local bit 2, retain as
@@ -131,6 +139,9 @@ func appendSession(dst []byte, r *SessionRecord) []byte {
 	if len(r.Cursors) > 0 {
 		flags |= sessFlagCursors
 	}
+	if !r.SubscribedAt.IsZero() {
+		flags |= sessFlagSubscribedAt
+	}
 	dst = append(dst, recordVersion, r.Version, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.ExpiryInterval))
 	if flags&sessFlagDisconnected != 0 {
@@ -156,6 +167,9 @@ func appendSession(dst []byte, r *SessionRecord) []byte {
 			dst = binary.AppendUvarint(dst, c.Seq)
 		}
 	}
+	if flags&sessFlagSubscribedAt != 0 {
+		dst = binary.AppendVarint(dst, r.SubscribedAt.UnixNano())
+	}
 	if r.Will != nil {
 		dst = binary.AppendUvarint(dst, uint64(r.WillDelay))
 		dst = message.Append(dst, r.Will)
@@ -174,7 +188,7 @@ func decodeSession(clientID, b []byte) (*SessionRecord, error) {
 	}
 	r := &SessionRecord{ClientID: string(clientID), Version: b[1]}
 	flags := b[2]
-	if r.Version < 3 || r.Version > 5 || flags&^(sessFlagDisconnected|sessFlagWill|sessFlagCursors) != 0 {
+	if r.Version < 3 || r.Version > 5 || flags&^(sessFlagDisconnected|sessFlagWill|sessFlagCursors|sessFlagSubscribedAt) != 0 {
 		return nil, fmt.Errorf("%w: session %q: bad header", ErrCorrupt, clientID)
 	}
 	d := wire.NewDecoder(b[3:])
@@ -213,6 +227,9 @@ func decodeSession(clientID, b []byte) (*SessionRecord, error) {
 			}
 			r.Cursors = append(r.Cursors, c)
 		}
+	}
+	if flags&sessFlagSubscribedAt != 0 {
+		r.SubscribedAt = time.Unix(0, d.Varint())
 	}
 	if flags&sessFlagWill != 0 {
 		r.WillDelay = d.Uint32()

@@ -29,7 +29,8 @@ func sampleSession() *SessionRecord {
 			{Filter: "$share/g/x/#", QoS: 1, RetainHandling: 1},
 		},
 		Will: sampleMessage("will/client-1", "gone"), WillDelay: 30,
-		Cursors: []CursorRecord{{Group: "swarm/7", Seq: 1 << 40}, {Group: "t", Seq: 0}},
+		Cursors:      []CursorRecord{{Group: "swarm/7", Seq: 1 << 40}, {Group: "t", Seq: 0}},
+		SubscribedAt: time.Unix(1700000000, 7),
 	}
 }
 
@@ -53,11 +54,12 @@ func sameMessage(a, b *message.Message) bool {
 }
 
 func sameSession(a, b *SessionRecord) bool {
-	if !a.DisconnectedAt.Equal(b.DisconnectedAt) || !sameMessage(a.Will, b.Will) {
+	if !a.DisconnectedAt.Equal(b.DisconnectedAt) || !a.SubscribedAt.Equal(b.SubscribedAt) || !sameMessage(a.Will, b.Will) {
 		return false
 	}
 	x, y := *a, *b
 	x.DisconnectedAt, x.Will, y.DisconnectedAt, y.Will = time.Time{}, nil, time.Time{}, nil
+	x.SubscribedAt, y.SubscribedAt = time.Time{}, time.Time{}
 	return reflect.DeepEqual(x, y)
 }
 
@@ -79,6 +81,7 @@ func TestSessionRecordRoundTrip(t *testing.T) {
 		{ClientID: "c", Version: 3, DisconnectedAt: time.Unix(0, 0)},               // the epoch is not "connected"
 		{ClientID: "c", Version: 5, Will: &message.Message{Topic: "w"}},            // will without delay
 		{ClientID: "c", Version: 5, Cursors: []CursorRecord{{Group: "g", Seq: 9}}}, // cursors, no will
+		{ClientID: "c", Version: 5, SubscribedAt: time.Unix(0, 1)},                 // subscribed at, no cursors
 	} {
 		if err := validateSession(r); err != nil {
 			t.Fatal(err)
