@@ -289,6 +289,13 @@ func (b *Broker) Detach(s *session.Session, c *session.Conn, publishWill bool) {
 	b.mu.Lock()
 	b.mu.conns--
 	b.mu.Unlock()
+	if s.Expiry() == 0 && s.Conn() == c {
+		// Out of the registry before the connection is unbound: a CONNECT
+		// with this id that finds the session finds it still bound, and
+		// waits for this connection to end, never a connection-less
+		// session about to end that it would resume as present.
+		b.deregister(s)
+	}
 	if !s.Unbind(c) {
 		return
 	}
