@@ -50,7 +50,7 @@
 // ends.
 //
 // Who uses it: the node (every node runs one; only the leader's plans) and
-// the admin API (Status, Move). Not yet built on top of it: the migration
-// executor that consumes the decisions (fsm.State.Decisions). See
-// docs/design/placement-live.md.
+// the admin API (Status, Move). The migration executor (internal/migration)
+// carries its decisions out (fsm.State.Decisions). See
+// docs/design/placement-live.md and docs/design/migration.md.
 package manager
