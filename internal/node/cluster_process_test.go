@@ -33,27 +33,7 @@ func TestThreeProcessesKeepRoutingAfterKill9(t *testing.T) {
 		t.Skip("runs three sextant processes")
 	}
 	mq := brokertest.RequireMosquitto(t)
-	bin := brokertest.BuildSextant(t)
-	data := t.TempDir()
-	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
-
-	script := exec.Command("bash", filepath.Join(brokertest.ModuleRoot(t), "scripts", "three-nodes.sh"))
-	script.Env = append(os.Environ(), "SEXTANT="+bin, "DATA="+data, "MQTT_PORT="+mqttPort,
-		"CLUSTER_PORT="+clusterPort, "ADMIN_PORT="+adminPort, "LOG_LEVEL=warn")
-	script.Stdout, script.Stderr = io.Discard, io.Discard
-	if err := script.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = script.Process.Signal(syscall.SIGTERM)
-		_ = script.Wait()
-		if t.Failed() {
-			for _, id := range []string{"n1", "n2", "n3"} {
-				b, _ := os.ReadFile(filepath.Join(data, id+".log"))
-				t.Logf("%s log:\n%s", id, b)
-			}
-		}
-	})
+	_, data, mqttPort, adminPort := startThreeNodes(t, "warn")
 
 	// All three alive in every node's view.
 	admin := func(ip string) string { return "http://" + ip + ":" + adminPort }
@@ -128,4 +108,33 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("%s: %s", url, res.Status)
 	}
 	return json.NewDecoder(res.Body).Decode(v)
+}
+
+// startThreeNodes runs the README's three-node quick start
+// (scripts/three-nodes.sh) on free ports, stopped at cleanup (with the
+// nodes' logs when the test failed). It returns the binary, the data
+// directory and the MQTT and admin ports every node listens on.
+func startThreeNodes(t *testing.T, logLevel string) (bin, data, mqttPort, adminPort string) {
+	t.Helper()
+	bin = brokertest.BuildSextant(t)
+	data = t.TempDir()
+	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
+	script := exec.Command("bash", filepath.Join(brokertest.ModuleRoot(t), "scripts", "three-nodes.sh"))
+	script.Env = append(os.Environ(), "SEXTANT="+bin, "DATA="+data, "MQTT_PORT="+mqttPort,
+		"CLUSTER_PORT="+clusterPort, "ADMIN_PORT="+adminPort, "LOG_LEVEL="+logLevel)
+	script.Stdout, script.Stderr = io.Discard, io.Discard
+	if err := script.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = script.Process.Signal(syscall.SIGTERM)
+		_ = script.Wait()
+		if t.Failed() {
+			for _, id := range []string{"n1", "n2", "n3"} {
+				b, _ := os.ReadFile(filepath.Join(data, id+".log"))
+				t.Logf("%s log:\n%s", id, b)
+			}
+		}
+	})
+	return bin, data, mqttPort, adminPort
 }

@@ -5,13 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,26 +28,7 @@ func TestProcessTopicMoveUnderTraffic(t *testing.T) {
 		t.Skip("runs three sextant processes")
 	}
 	mq := brokertest.RequireMosquitto(t)
-	bin := brokertest.BuildSextant(t)
-	data := t.TempDir()
-	mqttPort, clusterPort, adminPort := freePortOnAll(t, false), freePortOnAll(t, true), freePortOnAll(t, false)
-	script := exec.Command("bash", filepath.Join(brokertest.ModuleRoot(t), "scripts", "three-nodes.sh"))
-	script.Env = append(os.Environ(), "SEXTANT="+bin, "DATA="+data, "MQTT_PORT="+mqttPort,
-		"CLUSTER_PORT="+clusterPort, "ADMIN_PORT="+adminPort, "LOG_LEVEL=info")
-	script.Stdout, script.Stderr = io.Discard, io.Discard
-	if err := script.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = script.Process.Signal(syscall.SIGTERM)
-		_ = script.Wait()
-		if t.Failed() {
-			for _, id := range []string{"n1", "n2", "n3"} {
-				b, _ := os.ReadFile(filepath.Join(data, id+".log"))
-				t.Logf("%s log:\n%s", id, b)
-			}
-		}
-	})
+	bin, _, mqttPort, adminPort := startThreeNodes(t, "info")
 	admin := func(ip string) string { return ip + ":" + adminPort }
 	brokertest.Eventually(t, 60*time.Second, func() bool {
 		return aliveEverywhere([]string{"http://" + admin("127.0.0.1"), "http://" + admin("127.0.0.2"), "http://" + admin("127.0.0.3")}, 3)
