@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/logging"
 	"github.com/sextantmq/sextant/internal/node"
+	"github.com/sextantmq/sextant/internal/procs"
 )
 
 // ServeCmd runs a broker node. Every config field is a flag of the same name
@@ -45,6 +48,8 @@ func (c *ServeCmd) Run(e *env, kctx *kong.Context) error {
 		return err
 	}
 	log.Info("sextant build", "version", bi.Short(), "go", bi.GoVersion, "log_format", format)
+	procsChanged := n.Metrics().ProcsChanges
+	stopProcs := runProcs(cfg, os.Getenv, func(to string) { procsChanged.WithLabelValues(to).Inc() }, log)
 	// SIGHUP reloads the TLS certificate, password file, ACL and admin
 	// token file without dropping connections; a file that fails to load
 	// is reported and its previous version kept.
@@ -62,6 +67,7 @@ func (c *ServeCmd) Run(e *env, kctx *kong.Context) error {
 			_ = n.Reload() // logs its outcome
 		}
 	}
+	stopProcs() // the drain and shutdown get every processor
 	return stop(n, cfg, log, signalled)
 }
 
@@ -126,4 +132,45 @@ func (c *ServeCmd) resolve(kctx *kong.Context, environ []string) (config.Config,
 		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	return cfg, unknown, nil
+}
+
+// runProcs applies cfg.Procs to the process: a fixed count, or (0, and no
+// GOMAXPROCS in the environment) the adaptive count of internal/procs, run
+// until the returned stop is called. The serve command owns it because
+// GOMAXPROCS is process-wide.
+func runProcs(cfg config.Config, getenv func(string) string, count func(to string), log *slog.Logger) (stop func()) {
+	if cfg.Procs > 0 {
+		runtime.GOMAXPROCS(cfg.Procs)
+		return func() {}
+	}
+	if v := getenv("GOMAXPROCS"); v != "" {
+		log.Info("procs fixed by the GOMAXPROCS environment variable", "procs", runtime.GOMAXPROCS(0))
+		return func() {}
+	}
+	p := procs.DefaultPolicy(runtime.GOMAXPROCS(0))
+	if p.Max <= 1 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := procs.Run(ctx, p, procs.Driver{
+			CPU:      procs.SelfCPU,
+			Set:      procs.SetRuntime,
+			Interval: 250 * time.Millisecond,
+			Changed: func(c procs.Change) {
+				to := "wide"
+				if c.To < c.From {
+					to = "narrow"
+				}
+				count(to)
+				log.Debug("procs changed", "from", c.From, "to", c.To, "cpu_cores", c.Use)
+			},
+		})
+		if err != nil {
+			log.Warn("adaptive procs stopped; running with every processor", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -53,6 +53,8 @@ type Config struct {
 	LogLevel  string `name:"log-level" yaml:"log-level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
 	LogFormat string `name:"log-format" yaml:"log-format" default:"auto" enum:"auto,text,json,journal" help:"Log format: text, json, journal (text without timestamps, each line prefixed with its syslog priority, for the systemd journal) or auto (journal when stderr is the journal, else text)."`
 
+	Procs int `name:"procs" yaml:"procs" default:"0" help:"Processors (GOMAXPROCS) running the node's Go code at once. 0 adapts: one while the node uses under half a core, every core it may use as soon as it needs more (a load above 0.7 of a core widens within 0.25 s), since at everyday rates a second processor costs more in thread wake-ups than it gives. N fixes N. The GOMAXPROCS environment variable, if set, fixes it too."`
+
 	Fsync         string        `name:"fsync" yaml:"fsync" default:"always" enum:"always,batch,never" help:"When durable writes reach the disk: always (before acknowledging), batch (every fsync-interval), never (left to the OS). See README."`
 	FsyncInterval time.Duration `name:"fsync-interval" yaml:"fsync-interval" default:"100ms" help:"How often written data is fsynced with --fsync=batch."`
 
@@ -89,6 +91,7 @@ type Config struct {
 	PlacementMarginPc  int           `name:"placement-margin-percent" yaml:"placement-margin-percent" default:"5" help:"Hysteresis: the least gain, in percent of the current estimate, for a move for latency."`
 	PlacementConfirm   int           `name:"placement-confirm" yaml:"placement-confirm" default:"3" help:"Hysteresis: planning rounds (placement-interval apart) a move for latency must be indicated in, towards the same node, before it is decided (1: at once)."`
 	PlacementCooldown  time.Duration `name:"placement-cooldown" yaml:"placement-cooldown" default:"30s" help:"Hysteresis: after a group moves it is not moved again for latency or load for this long (rounded up to whole placement-intervals)."`
+	PlacementCoord     string        `name:"placement-coordinate" yaml:"placement-coordinate" default:"" help:"For tests and labs on one machine, where the network shows no distances: the network coordinate this node reports to placement instead of the one gossip measures, as milliseconds along up to 8 axes (e.g. 0,40: 40 ms from a node at 0,0). Set it on every node or on none. Empty: measured."`
 	PlacementExecutors int           `name:"placement-executors" yaml:"placement-executors" default:"16" help:"Migrations of sequenced topics' groups this node carries out at once as their home (a pool of workers; each moves one group: hands over its log or its lead, with the group's publishes held for the switch). 1 to 1024."`
 
 	DrainTimeout    time.Duration `name:"drain-timeout" yaml:"drain-timeout" default:"15s" help:"On SIGTERM or a drain, how long to wait for connected persistent sessions to be taken over by other nodes before stopping (0: do not wait; a node running alone never waits)."`
@@ -237,6 +240,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PlacementMaxOut < 0 || c.PlacementNetwork < 0 || c.PlacementMargin < 0 || c.PlacementCooldown < 0 {
 		bad("placement", "placement-max-out-rate, placement-network-capacity, placement-margin and placement-cooldown must not be negative")
+	}
+	if c.Procs < 0 || c.Procs > 4096 {
+		bad("procs", "%d: 0 (adapt) or 1 to 4096", c.Procs)
+	}
+	if _, err := ParseCoordinate(c.PlacementCoord); err != nil {
+		bad("placement-coordinate", "%v", err)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive")

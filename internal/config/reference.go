@@ -20,6 +20,7 @@ var sections = []struct{ first, title string }{
 	{"AllowAnonymous", "Client authentication"},
 	{"AdminToken", "Admin API access"},
 	{"LogLevel", "Logging"},
+	{"Procs", "Runtime"},
 	{"Fsync", "Durability"},
 	{"MaxConnections", "Limits"},
 	{"PlacementPolicy", "Placement of sequenced topics"},

@@ -80,6 +80,8 @@ type Node struct {
 	LimitsHit        *prometheus.CounterVec // by limit (the Limit* constants)
 	AccessDenied     *prometheus.CounterVec // by action: publish, subscribe, receive, will
 
+	ProcsChanges *prometheus.CounterVec // by to: narrow, wide
+
 	StoreCommitSeconds prometheus.Histogram
 	StoreSyncSeconds   prometheus.Histogram
 	StoreBatchOps      prometheus.Histogram
@@ -111,6 +113,7 @@ func NewNode() *Node {
 		ProtocolErrors:     f.counterVec("sextant_protocol_errors_total", "Connections closed for bad input, by reason.", "reason"),
 		LimitsHit:          f.counterVec("sextant_limits_hit_total", "Times an abuse limit refused, paused or disconnected a client, by limit.", "limit"),
 		AccessDenied:       f.counterVec("sextant_access_denied_total", "Operations refused by access control, by action.", "action"),
+		ProcsChanges:       f.counterVec("sextant_procs_changes_total", "Changes of the processors running Go code (procs: 0 adapts them to the load), by direction: narrow (to one) or wide (to all).", "to"),
 		StoreCommitSeconds: f.histogram("sextant_store_commit_seconds", "Store transaction write time.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
 		StoreSyncSeconds:   f.histogram("sextant_store_sync_seconds", "Time of each point at which the store's writes became durable: with fsync=always each commit (bbolt writes and fdatasyncs twice inside it), with batch and never each explicit fsync.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
 		StoreBatchOps:      f.histogram("sextant_store_batch_ops", "Operations per store transaction (group commit size).", prometheus.ExponentialBuckets(1, 2, 14)),
@@ -135,6 +138,8 @@ func NewNode() *Node {
 	for _, a := range DeniedActions {
 		m.AccessDenied.WithLabelValues(a)
 	}
+	m.ProcsChanges.WithLabelValues("narrow")
+	m.ProcsChanges.WithLabelValues("wide")
 	m.Dropped = map[string]prometheus.Counter{}
 	for _, r := range []string{DropQueueFull, DropExpired, DropTooLarge, DropSessionQuota, DropSlowConsumer, DropNotAuthorized, DropNoSubscribers, DropMovedAway} {
 		m.Dropped[r] = m.dropped.WithLabelValues(r)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -86,6 +87,10 @@ type Node struct {
 	net     Network
 	version string
 	started time.Time
+	// cpus is the processor count at New: the capacity the node's load
+	// reports use, fixed before the serve command may narrow GOMAXPROCS
+	// to the load (internal/procs).
+	cpus int
 	// group runs the node's own goroutines (the admin server, joining the
 	// metadata group, registering in it); its context is the node's root
 	// context and ends when Shutdown begins.
@@ -137,7 +142,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 		cfg.NodeID = h
 	}
-	n := &Node{cfg: cfg, opts: opts, log: opts.Log, clock: opts.Clock, net: opts.Network, version: opts.Version,
+	n := &Node{cfg: cfg, opts: opts, log: opts.Log, clock: opts.Clock, net: opts.Network, version: opts.Version, cpus: runtime.GOMAXPROCS(0),
 		metrics: metrics.NewNode(), group: run.NewGroup(context.Background())}
 	sec, err := newSecurity(cfg, n.clock, n.metrics, n.log)
 	if err != nil {
