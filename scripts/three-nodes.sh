@@ -12,7 +12,11 @@
 #   go run ./cmd/sextant nodes --admin 127.0.0.1:8088
 #
 # Environment: SEXTANT (binary), DATA (data directory, default ./three-nodes-data),
-# MQTT_PORT (1883), CLUSTER_PORT (7946), ADMIN_PORT (8088), LOG_LEVEL (info).
+# MQTT_PORT (1883), CLUSTER_PORT (7946), ADMIN_PORT (8088), LOG_LEVEL (info),
+# NODE_ARGS (more `sextant serve` flags for every node, split on spaces),
+# N1_ARGS, N2_ARGS, N3_ARGS (for one node), e.g. distances for live placement:
+#   NODE_ARGS="--placement-interval 1s" N1_ARGS="--placement-coordinate 0,0" \
+#   N2_ARGS="--placement-coordinate 30,30" N3_ARGS="--placement-coordinate 40,0" scripts/three-nodes.sh
 #
 # Each node must answer on its admin port before the next one starts; a node
 # that exits instead (a port in use, a bad data directory) stops the script,
@@ -53,12 +57,14 @@ failed() {
 }
 
 start() { # start ID IP [JOIN]
-	local id=$1 ip=$2 join=${3:-} pid
+	local id=$1 ip=$2 join=${3:-} pid own extra
+	own=${id^^}_ARGS
+	read -r -a extra <<<"${NODE_ARGS:-} ${!own:-}"
 	mkdir -p "$DATA/$id"
 	"$SEXTANT" serve --node-id "$id" --data-dir "$DATA/$id" --log-level "$LOG_LEVEL" \
 		--cluster-addr "$ip:$CLUSTER_PORT" ${join:+--join "$join"} \
 		--mqtt-addr "$ip:$MQTT_PORT" --ws-addr "" --admin-addr "$ip:$ADMIN_PORT" \
-		>"$DATA/$id.log" 2>&1 &
+		${extra[@]+"${extra[@]}"} >"$DATA/$id.log" 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	echo "$pid" >"$DATA/$id.pid"

@@ -2,17 +2,66 @@ package adminapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
+// MigrationList is GET /v1/migrations: the migrations of every node that
+// answered (or of the one node asked with ?node=), and which nodes those
+// are. Each node keeps its own (the ones it ran as the group's home), so a
+// node that did not answer is listed in Unanswered and its migrations are
+// missing.
+type MigrationList struct {
+	// Migrations: the running ones first, oldest start first, then the
+	// finished ones, the last to end first.
+	Migrations []MigrationInfo `json:"migrations"`
+	// Nodes that answered, sorted.
+	Nodes []string `json:"nodes"`
+	// Unanswered: nodes asked that did not answer in time, and why.
+	Unanswered []NodeError `json:"unanswered,omitempty"`
+}
+
+// NodeError is a node that did not answer, and why.
+type NodeError struct {
+	Node  string `json:"node"`
+	Error string `json:"error"`
+}
+
+// SortMigrations puts list in MigrationList's order: the running
+// migrations first, oldest start first, then the others, the last to end
+// first (ties by group, then node, so that the order is stable).
+func SortMigrations(list []MigrationInfo) {
+	slices.SortStableFunc(list, func(a, b MigrationInfo) int {
+		ar, br := a.State == "running", b.State == "running"
+		switch {
+		case ar != br:
+			if ar {
+				return -1
+			}
+			return 1
+		case ar:
+			return cmp.Or(a.Started.Compare(b.Started), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Node, b.Node))
+		}
+		return cmp.Or(b.ended().Compare(a.ended()), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Node, b.Node))
+	})
+}
+
+// ended is when a finished migration ended.
+func (m MigrationInfo) ended() time.Time {
+	return m.Started.Add(time.Duration(m.TotalSeconds * float64(time.Second)))
+}
+
 // MigrationInfo is one entry of GET /v1/migrations: a migration of a
-// placement group that this node carried out as the group's home.
+// placement group that Node carried out as the group's home.
 type MigrationInfo struct {
+	// Node ran it: the old home (the new one for a settle).
+	Node  string `json:"node"`
 	Group string `json:"group"`
 	From  string `json:"from"`
 	To    string `json:"to"`
@@ -64,22 +113,39 @@ var (
 	// ErrMoveTimeout: the decision is recorded but the move was not done
 	// within the timeout.
 	ErrMoveTimeout = errors.New("adminapi: the move was not done in time")
+	// ErrUnknownNode: GET /v1/migrations?node= names no registered node.
+	ErrUnknownNode = errors.New("adminapi: unknown node")
 )
 
 // Migrator is the node's migration executor and the operator's moves.
 type Migrator interface {
-	Migrations() []MigrationInfo
+	// Migrations gathers the running and recent migrations of node, or
+	// of every registered node when node is "", in MigrationList's order,
+	// within bounded time (a node that does not answer is Unanswered).
+	Migrations(ctx context.Context, node string) (MigrationList, error)
 	Move(ctx context.Context, req MoveRequest, timeout time.Duration) (MoveResult, error)
 }
 
-// WithMigrations adds GET /v1/migrations (this node's running and recent
-// migrations, running first) and POST /v1/migrations (an operator's move,
-// admin scope; answered when it is done).
+// WithMigrations adds GET /v1/migrations (the running and recent
+// migrations of every node, or of ?node=ID; running first) and POST
+// /v1/migrations (an operator's move, admin scope; answered when it is
+// done).
 func (s *Server) WithMigrations(m Migrator) *Server {
 	s.mux.HandleFunc("GET /v1/migrations", func(w http.ResponseWriter, r *http.Request) {
-		list := m.Migrations()
-		if list == nil {
-			list = []MigrationInfo{}
+		list, err := m.Migrations(r.Context(), r.URL.Query().Get("node"))
+		switch {
+		case errors.Is(err, ErrUnknownNode):
+			WriteError(w, http.StatusNotFound, "not_found", err.Error())
+			return
+		case err != nil:
+			WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+			return
+		}
+		if list.Migrations == nil {
+			list.Migrations = []MigrationInfo{}
+		}
+		if list.Nodes == nil {
+			list.Nodes = []string{}
 		}
 		writeJSON(w, http.StatusOK, list)
 	})

@@ -113,8 +113,9 @@ func getJSON(url string, v any) error {
 // startThreeNodes runs the README's three-node quick start
 // (scripts/three-nodes.sh) on free ports, stopped at cleanup (with the
 // nodes' logs when the test failed). It returns the binary, the data
-// directory and the MQTT and admin ports every node listens on.
-func startThreeNodes(t *testing.T, logLevel string) (bin, data, mqttPort, adminPort string) {
+// directory and the MQTT and admin ports every node listens on. env adds
+// to the script's environment (NODE_ARGS, N1_ARGS...: more flags).
+func startThreeNodes(t *testing.T, logLevel string, env ...string) (bin, data, mqttPort, adminPort string) {
 	t.Helper()
 	bin = brokertest.BuildSextant(t)
 	data = t.TempDir()
@@ -122,6 +123,7 @@ func startThreeNodes(t *testing.T, logLevel string) (bin, data, mqttPort, adminP
 	script := exec.Command("bash", filepath.Join(brokertest.ModuleRoot(t), "scripts", "three-nodes.sh"))
 	script.Env = append(os.Environ(), "SEXTANT="+bin, "DATA="+data, "MQTT_PORT="+mqttPort,
 		"CLUSTER_PORT="+clusterPort, "ADMIN_PORT="+adminPort, "LOG_LEVEL="+logLevel)
+	script.Env = append(script.Env, env...)
 	script.Stdout, script.Stderr = io.Discard, io.Discard
 	if err := script.Start(); err != nil {
 		t.Fatal(err)

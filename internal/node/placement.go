@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sextantmq/sextant/internal/config"
 	"github.com/sextantmq/sextant/internal/monitor"
 	"github.com/sextantmq/sextant/internal/monitor/agent"
 	"github.com/sextantmq/sextant/internal/placement/manager"
@@ -68,7 +69,7 @@ func (n *Node) startPlacement(cp *clusterParts) error {
 	pp := &placementParts{tracker: monitor.NewTracker(monitor.Limits{}), manager: mgr}
 	acfg := agent.Config{
 		Node: cfg.NodeID, Tracker: pp.tracker, Interval: cfg.PlacementInterval,
-		Capacity: monitor.Capacity{Network: float64(cfg.PlacementNetwork)},
+		Capacity: monitor.Capacity{CPUs: float64(n.cpus), Network: float64(cfg.PlacementNetwork)},
 		Counters: n.placementCounters, Send: n.sendReport(cp, mgr),
 		Clock: n.clock, Logger: n.log.With("subsystem", "monitor"),
 	}
@@ -82,9 +83,17 @@ func (n *Node) startPlacement(cp *clusterParts) error {
 		n.log.Warn("placement: the memory available cannot be read; memory counts as idle", "err", err)
 		acfg.Capacity.Memory = 1 << 62
 	}
-	if m := cp.membership; m != nil {
-		acfg.Coordinate = m.Coordinate
-	} else {
+	pinned, err := pinnedCoordinate(cfg.PlacementCoord)
+	switch {
+	case err != nil:
+		return fmt.Errorf("node: placement: %w", err)
+	case pinned != nil && cp.membership != nil:
+		// placement-coordinate: the operator's distances instead of the
+		// measured ones (one machine, where every RTT is loopback's).
+		acfg.Coordinate = pinned.Clone
+	case cp.membership != nil:
+		acfg.Coordinate = cp.membership.Coordinate
+	default:
 		acfg.Coordinate = func() *coordinate.Coordinate { return nil }
 	}
 	if n.opts.Placement != nil {
@@ -203,4 +212,23 @@ func (n *Node) EstimateRTT(a, b string) (time.Duration, bool) {
 		return 0, false
 	}
 	return n.cluster.membership.EstimateRTT(a, b)
+}
+
+// pinnedCoordinate turns placement-coordinate (milliseconds per axis) into
+// a coordinate of the gossip's dimensionality, the missing axes 0, with
+// the least height; nil when it is not set.
+func pinnedCoordinate(s string) (*coordinate.Coordinate, error) {
+	ms, err := config.ParseCoordinate(s)
+	if err != nil || ms == nil {
+		return nil, err
+	}
+	c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	if len(ms) > len(c.Vec) {
+		return nil, fmt.Errorf("placement-coordinate: %d axes, at most %d", len(ms), len(c.Vec))
+	}
+	for i, v := range ms {
+		c.Vec[i] = v / 1000
+	}
+	c.Error = 0
+	return c, nil
 }

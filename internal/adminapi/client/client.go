@@ -205,10 +205,15 @@ func (c *Client) RemoveNode(ctx context.Context, id string, force bool) error {
 	return c.do(ctx, "DELETE", path, nil, nil)
 }
 
-// Migrations lists the node's running and recent migrations.
-func (c *Client) Migrations(ctx context.Context) ([]adminapi.MigrationInfo, error) {
-	var out []adminapi.MigrationInfo
-	err := c.do(ctx, http.MethodGet, "/v1/migrations", nil, &out)
+// Migrations lists the running and recent migrations of every node (node
+// ""), or of one node, with the nodes that answered and those that did not.
+func (c *Client) Migrations(ctx context.Context, node string) (adminapi.MigrationList, error) {
+	var out adminapi.MigrationList
+	path := "/v1/migrations"
+	if node != "" {
+		path += "?node=" + url.QueryEscape(node)
+	}
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }
 
