@@ -31,7 +31,11 @@
 # (100 groups of one topic: the cost per group at scale), replay
 # (sx-from=earliest over 200,000 records).
 #
-# Usage: scripts/bench-sequenced.sh [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-x failover,idle,idle10,replay]
+# With -b BIN, every mode also runs as MODE-b with the sextant binary BIN (for example the main
+# branch's, built into /tmp), in the same rotation: a before/after comparison in one run, each
+# against its own direct (direct-b) and against the other build.
+#
+# Usage: scripts/bench-sequenced.sh [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-b BIN] [-x failover,idle,idle10,replay]
 #   MODES and SCENARIOS are comma lists (default direct,r1,r3,r5 and every scenario); -m none skips the
 #   bench runs.
 # Environment: SEXTANT_ARGS, extra flags for every node (for example --fsync never).
@@ -44,7 +48,8 @@ OUT=
 MODES=direct,r1,r3,r5
 ONLY=
 EXTRA=
-while getopts "r:d:n:o:m:s:x:" opt; do
+BIN_B=
+while getopts "r:d:n:o:m:s:x:b:" opt; do
 	case $opt in
 	r) REPS=$OPTARG ;;
 	d) DUR=$OPTARG ;;
@@ -53,7 +58,8 @@ while getopts "r:d:n:o:m:s:x:" opt; do
 	m) MODES=$OPTARG ;;
 	s) ONLY=$OPTARG ;;
 	x) EXTRA=$OPTARG ;;
-	*) echo "usage: $0 [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-x failover,idle,idle10,replay]" >&2; exit 2 ;;
+	b) BIN_B=$(realpath "$OPTARG") ;;
+	*) echo "usage: $0 [-r REPS] [-d DURATION] [-n NODES] [-o OUTDIR] [-m MODES] [-s SCENARIOS] [-b BIN] [-x failover,idle,idle10,replay]" >&2; exit 2 ;;
 	esac
 done
 case ",$MODES," in *,r5,*) if [ "$NODES" -lt 5 ]; then echo "bench-sequenced: r5 needs 5 nodes (-n 5)" >&2; exit 2; fi ;; esac
@@ -79,6 +85,9 @@ if [ -n "$ONLY" ]; then
 	SUITE=("${keep[@]}")
 fi
 IFS=, read -r -a MODE_LIST <<<"$MODES"
+if [ -n "$BIN_B" ] && [ "$MODES" != none ]; then
+	for mode in "${MODE_LIST[@]}"; do MODE_LIST+=("$mode-b"); done
+fi
 
 PIDS=()
 # shellcheck disable=SC2086 # SEXTANT_ARGS is a word list on purpose
@@ -86,7 +95,7 @@ start_node() { # n
 	local n=$1 ip=127.0.0.$1 join=
 	if [ "$n" != 1 ]; then join=127.0.0.1:$CLUSTER; fi
 	mkdir -p "$OUT/data/n$n"
-	"$SX" serve --node-id "n$n" --data-dir "$OUT/data/n$n" --log-level warn \
+	"$BIN" serve --node-id "n$n" --data-dir "$OUT/data/n$n" --log-level warn \
 		--cluster-addr "$ip:$CLUSTER" ${join:+--join "$join"} \
 		--mqtt-addr "$ip:$MQTT" --ws-addr "" --admin-addr "$ip:$((MQTT + 1))" \
 		${SEXTANT_ARGS:-} >>"$OUT/logs/n$n.log" 2>&1 &
@@ -116,6 +125,7 @@ wait_members() { # n
 {
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 	echo "sextant: $("$SX" version) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+	if [ -n "$BIN_B" ]; then echo "sextant -b (modes *-b): $BIN_B"; fi
 	echo "nodes: $NODES, reps: $REPS, duration: $DUR, modes: $MODES, node flags: ${SEXTANT_ARGS:-(defaults)}"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/env.txt"
@@ -163,17 +173,20 @@ for rep in $(seq 1 "$REPS"); do
 	order=("${MODE_LIST[@]:k}" "${MODE_LIST[@]:0:k}")
 	for mode in "${order[@]}"; do
 		log "rep $rep: $mode (load $(cut -d' ' -f1-3 /proc/loadavg))"
+		BIN=$SX
+		rule=$mode
+		if [ "${mode%-b}" != "$mode" ]; then BIN=$BIN_B rule=${mode%-b}; fi
 		start_cluster
 		for entry in "${SUITE[@]}"; do
 			name=${entry%%|*}
 			args=${entry#*|}
 			f="$OUT/raw/${mode}__${name}__${rep}.json"
 			seq=()
-			if [ "$mode" != direct ]; then seq=(--sequenced); fi
+			if [ "$rule" != direct ]; then seq=(--sequenced); fi
 			before=$(node_ticks)
 			# shellcheck disable=SC2086 # args is a word list on purpose
 			if "$SX" bench $args -h 127.0.0.1 -p "$MQTT" --sub-url "mqtt://127.0.0.2:$MQTT" \
-				--topic-prefix "sxbench/$mode/$rep-$name" "${seq[@]}" -V 5 --size 64 --json --quiet \
+				--topic-prefix "sxbench/$rule/$rep-$name" "${seq[@]}" -V 5 --size 64 --json --quiet \
 				>"$f" 2>"$OUT/logs/${mode}__${name}__${rep}.err"; then
 				got=$(grep -o '"received": [0-9]*' "$f" | head -1 | grep -o '[0-9]*$')
 				log "  $name: done ($got delivered)"
@@ -191,12 +204,23 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"
 : >"$OUT/table.md"
 for mode in "${MODE_LIST[@]}"; do
 	if [ "$mode" = direct ]; then continue; fi
+	base=direct
+	if [ "${mode%-b}" != "$mode" ]; then base=direct-b; fi
+	if [ "$mode" = direct-b ]; then base=direct; fi
 	{
 		echo
-		echo "### $mode against direct"
+		echo "### $mode against $base"
 		echo
-		(cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" "$mode" direct)
+		(cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" "$mode" "$base")
 	} >>"$OUT/table.md"
+	if [ "${mode%-b}" != "$mode" ] && [ "$mode" != direct-b ]; then
+		{
+			echo
+			echo "### ${mode%-b} against $mode (this build against -b)"
+			echo
+			(cd "$ROOT" && go run ./scripts/benchtable "$OUT/raw" "${mode%-b}" "$mode")
+		} >>"$OUT/table.md"
+	fi
 done
 if [ -s "$OUT/cpu.txt" ]; then
 	hz=$(getconf CLK_TCK)

@@ -194,6 +194,9 @@ func decodeCommand(b []byte, copyBytes bool) (Command, error) {
 		if !d.Failed() {
 			c.Publishes = make([]Publish, n)
 		}
+		// The publishes of a batch mostly share their topic and client
+		// id: one string each for a run of equal ones, not one per publish.
+		var topic, client string
 		for i := 0; i < n && !d.Failed(); i++ {
 			p := &c.Publishes[i]
 			flags := d.Byte()
@@ -201,9 +204,13 @@ func decodeCommand(b []byte, copyBytes bool) (Command, error) {
 				d.Fail()
 			}
 			p.QoS, p.Retain = flags&flagQoS, flags&flagRetain != 0
-			p.Topic = d.Str()
+			if b := d.Bytes(); string(b) != topic {
+				topic = string(b)
+			}
+			p.Topic = topic
 			if flags&flagKey != 0 {
-				p.Key = decodeKey(&d)
+				p.Key = decodeKeyLike(&d, client)
+				client = p.Key.Client
 				if !p.Key.Valid() {
 					d.Fail()
 				}
@@ -232,8 +239,15 @@ func decodeCommand(b []byte, copyBytes bool) (Command, error) {
 	return c, nil
 }
 
-func decodeKey(d *wire.Decoder) Key {
-	k := Key{Client: d.Str()}
+func decodeKey(d *wire.Decoder) Key { return decodeKeyLike(d, "") }
+
+// decodeKeyLike decodes a key whose client id is likely to equal client,
+// and then shares its string.
+func decodeKeyLike(d *wire.Decoder, client string) Key {
+	k := Key{Client: client}
+	if b := d.Bytes(); string(b) != client {
+		k.Client = string(b)
+	}
 	pid := d.Uvarint()
 	if pid > math.MaxUint16 {
 		d.Fail()

@@ -193,3 +193,33 @@ func TestHorizonBoundsTheWindow(t *testing.T) {
 	}
 	checkRebuild(t, s)
 }
+
+// TestForgottenClientReturns: a client whose records all left the window
+// is forgotten by the table (its number with it), including when it was
+// the client resolved last; when it publishes again, its retries are
+// recognised, and the table holds at most one client per entry's record.
+func TestForgottenClientReturns(t *testing.T) {
+	s := open(t, topiclog.NewMemFS(), Options{Horizon: 3})
+	q0 := Publish{Topic: "b", Message: []byte("q0")}
+	// c's record leaves the window within its own entry.
+	published(t, s, entry(t, 1, PublishCommand(pub("a", "m", "c", 1, 1), q0, q0, q0)))
+	if _, ok := s.table.clients["c"]; ok {
+		t.Fatal("client c still known with none of its records in the window")
+	}
+	p := pub("a", "m2", "c", 1, 2)
+	first := published(t, s, entry(t, 2, PublishCommand(p)))[0]
+	published(t, s, entry(t, 3, PublishCommand(pub("a", "x", "d", 1, 3))))
+	if got := published(t, s, entry(t, 4, PublishCommand(p)))[0]; got != (Published{Index: first.Index, Seq: first.Seq, Duplicate: true}) {
+		t.Fatalf("retry of a returning client: %+v, want the original %+v as a duplicate", got, first)
+	}
+	// Many clients, one record each: the table forgets those that left.
+	index := uint64(4)
+	for i := range 50 {
+		index++
+		published(t, s, entry(t, index, PublishCommand(pub("a", "y", fmt.Sprint("e", i), 1, uint64(10+i)))))
+		if n := len(s.table.clients); n > 3 {
+			t.Fatalf("%d clients known with a horizon of 3", n)
+		}
+	}
+	checkRebuild(t, s)
+}

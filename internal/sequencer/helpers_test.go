@@ -3,6 +3,7 @@ package sequencer
 import (
 	"flag"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -106,6 +107,54 @@ func checkRebuild(t testing.TB, s *Sequencer) {
 	}
 	if got, want := tableString(s.table), tableString(rb); got != want {
 		t.Fatalf("dedup table is not the one the log rebuilds:\n have %s\n want %s", got, want)
+	}
+	checkTable(t, s.table)
+}
+
+// checkTable checks the table's own invariants: each entry has exactly
+// one item not marked stale, the map leads its key there, and every client
+// known is named by an item (clients with none are forgotten).
+func checkTable(t testing.TB, tb *table) {
+	t.Helper()
+	live := 0
+	items, lives := map[*client]int{}, map[*client]int{}
+	for i, it := range tb.order[tb.head:] {
+		items[it.c]++
+		if it.stale {
+			continue
+		}
+		live++
+		lives[it.c]++
+		slot, ok := tb.slot(it.c, uint16(it.key))
+		if want := uint32(tb.base + uint64(tb.head+i)); !ok || slot != want {
+			t.Fatalf("item %d (seq %d) not stale but the table leads its key to slot %d (held %v), want %d", i, it.entry.seq, slot, ok, want)
+		}
+	}
+	if live != tb.len() {
+		t.Fatalf("%d items not stale for %d entries", live, tb.len())
+	}
+	inMap := len(tb.m)
+	for id, c := range tb.clients {
+		if items[c] != c.items || c.items == 0 || lives[c] != c.live {
+			t.Fatalf("client %s counts %d items and %d entries, order holds %d and %d", id, c.items, c.live, items[c], lives[c])
+		}
+		if c.dense != nil {
+			if c.live < denseUntil {
+				t.Fatalf("client %s has a dense index with %d entries", id, c.live)
+			}
+			n := 0
+			for _, w := range c.dense.present {
+				n += bits.OnesCount64(w)
+			}
+			if n != c.live {
+				t.Fatalf("client %s: %d packet ids present in its dense index, %d entries", id, n, c.live)
+			}
+		} else {
+			inMap -= c.live
+		}
+	}
+	if inMap != 0 {
+		t.Fatalf("the map holds %d entries more than the clients without a dense index", inMap)
 	}
 }
 

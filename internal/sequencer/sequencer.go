@@ -123,7 +123,7 @@ func Open(fsys topiclog.FS, dir string, opts Options) (*Sequencer, error) {
 		return nil, fmt.Errorf("sequencer: open %s: %w", dir, err)
 	}
 	s := &Sequencer{log: l, horizon: opts.Horizon, batch: opts.BatchEntries, table: t}
-	s.unit.intra = map[dedupKey]int{}
+	s.unit.intra = map[uint64]int{}
 	s.applied.Store(l.LastMark())
 	s.dedupLen.Store(int64(t.len()))
 	s.mu.changed = make(chan struct{})
@@ -181,16 +181,17 @@ type unit struct {
 	recs  []topiclog.Entry
 	refs  []staged // one per record
 	dups  []intraDup
-	intra map[dedupKey]int // key -> its newest record in recs
-	buf   []byte           // the records' envelopes
-	bytes int              // an upper bound of the batch's size in the log
-	last  uint64           // index of the last entry staged
+	intra map[uint64]int // table key -> its newest record in recs
+	buf   []byte         // the records' envelopes
+	bytes int            // an upper bound of the batch's size in the log
+	last  uint64         // index of the last entry staged
 }
 
 type staged struct {
 	entry, item int
 	start, end  int // of the envelope in buf
 	key         Key
+	client      *client // the key's client in the table (nil without a key)
 }
 
 // intraDup is a retry of a record staged in the same unit.
@@ -303,25 +304,29 @@ func (s *Sequencer) stage(i int, e *Entry, ps []Publish, results []Result) {
 	fl := windowFloor(s.log.FirstSeq(), base+uint64(len(u.recs)), s.horizon)
 	for j := range ps {
 		p := &ps[j]
-		var k dedupKey
+		var (
+			c  *client
+			tk uint64
+		)
 		if p.Key.Valid() {
-			k = dedupKey{client: p.Key.Client, pid: p.Key.PacketID}
-			if r, ok := u.intra[k]; ok {
+			c = s.table.resolve(p.Key.Client)
+			tk = clientKey(c, p.Key.PacketID)
+			if r, ok := u.intra[tk]; ok {
 				if base+uint64(r) >= fl && u.refs[r].key.Nonce == p.Key.Nonce {
 					u.dups = append(u.dups, intraDup{entry: i, item: j, rec: r})
 					s.duplicates.Add(1)
 					continue
 				}
-			} else if old, ok := s.table.lookup(k); ok && old.seq >= fl && old.nonce == p.Key.Nonce {
+			} else if old, ok := s.table.lookupIn(c, p.Key.PacketID); ok && old.seq >= fl && old.nonce == p.Key.Nonce {
 				out[j] = Published{Index: old.index, Seq: old.seq, Duplicate: true}
 				s.duplicates.Add(1)
 				continue
 			}
-			u.intra[k] = len(u.recs)
+			u.intra[tk] = len(u.recs)
 		}
 		start := len(u.buf)
 		u.buf = appendEnvelope(u.buf, p)
-		u.refs = append(u.refs, staged{entry: i, item: j, start: start, end: len(u.buf), key: p.Key})
+		u.refs = append(u.refs, staged{entry: i, item: j, start: start, end: len(u.buf), key: p.Key, client: c})
 		u.recs = append(u.recs, topiclog.Entry{Topic: p.Topic, Time: e.Time, Mark: e.Index, Retain: p.Retain})
 	}
 	u.last = e.Index
@@ -351,7 +356,7 @@ func (s *Sequencer) flush(results []Result) error {
 		pub := Published{Index: app.Indexes[k], Seq: app.FirstSeq + uint64(k)}
 		results[r.entry].Publishes[r.item] = pub
 		if r.key.Valid() {
-			s.table.insert(dedupKey{client: r.key.Client, pid: r.key.PacketID}, dedupEntry{nonce: r.key.Nonce, seq: pub.Seq, index: pub.Index})
+			s.table.insertIn(r.client, r.key.PacketID, dedupEntry{nonce: r.key.Nonce, seq: pub.Seq, index: pub.Index})
 		}
 	}
 	for _, d := range u.dups {

@@ -206,3 +206,83 @@ func TestDedupSurvivesCrash(t *testing.T) {
 		t.Fatal("no crash lost anything: nothing was replayed")
 	}
 }
+
+// TestTableSlotsWrap: the table's map holds its items' slots modulo 2^32;
+// across the wrap (after 4 billion records in a group's life) lookups
+// still find each key's newest entry and the invariants hold.
+func TestTableSlotsWrap(t *testing.T) {
+	tb := newTable()
+	tb.base = 1<<32 - 1500 // as if that many items had come and gone
+	for seq := uint64(1); seq <= 5000; seq++ {
+		k := dedupKey{client: fmt.Sprint("c", seq%3), pid: uint16(1 + seq%100)}
+		tb.insert(k, dedupEntry{nonce: seq, seq: seq, index: seq})
+		if seq > 64 {
+			tb.evict(seq - 64)
+		}
+		if e, ok := tb.lookup(k); !ok || e.seq != seq {
+			t.Fatalf("after inserting seq %d for %v: lookup gives %+v, %v", seq, k, e, ok)
+		}
+	}
+	if tb.base < 1<<32 {
+		t.Fatalf("base %d: the test did not cross the wrap", tb.base)
+	}
+	checkTable(t, tb)
+}
+
+// TestDenseClients: a client holding many entries gets a dense index by
+// packet id and loses it when its entries leave the window; lookups find
+// each key's newest entry throughout, and the invariants hold at each
+// change (checkTable).
+func TestDenseClients(t *testing.T) {
+	tb := newTable()
+	const window = 3 * denseFrom
+	var seq uint64
+	put := func(client string, pid uint16) {
+		seq++
+		k := dedupKey{client: client, pid: pid}
+		tb.insert(k, dedupEntry{nonce: seq, seq: seq, index: seq})
+		if seq > window {
+			tb.evict(seq - window)
+		}
+		if e, ok := tb.lookup(k); !ok || e.seq != seq {
+			t.Fatalf("after inserting seq %d for %v: lookup gives %+v, %v", seq, k, e, ok)
+		}
+	}
+	dense := func(client string) bool {
+		c := tb.clients[client]
+		return c != nil && c.dense != nil
+	}
+	// "big" cycles through 20,000 packet ids, "small" through 10.
+	for i := range 2 * denseFrom {
+		put("big", uint16(1+i%20000))
+		put("small", uint16(1+i%10))
+	}
+	if !dense("big") || dense("small") {
+		t.Fatalf("big dense %v, small dense %v: want only big", dense("big"), dense("small"))
+	}
+	checkTable(t, tb)
+	// Old entries of big, looked up across the index.
+	for pid := uint16(1); pid <= 20000; pid += 997 {
+		if e, ok := tb.lookup(dedupKey{client: "big", pid: pid}); !ok || e.seq == 0 {
+			t.Fatalf("big/%d: %+v, %v", pid, e, ok)
+		}
+	}
+	// Others fill the window: big's entries leave it, and so does its index.
+	for i := 0; dense("big"); i++ {
+		if i > window {
+			t.Fatal("big keeps its dense index with its entries gone")
+		}
+		put(fmt.Sprint("other", i%50), uint16(1+i%1000))
+	}
+	if c := tb.clients["big"]; c == nil || c.live == 0 || c.live >= denseUntil {
+		t.Fatalf("big lost its dense index as %+v, want while it held 1 to %d entries", c, denseUntil-1)
+	}
+	checkTable(t, tb)
+	for range window {
+		put(fmt.Sprint("other", seq%50), uint16(1+seq%1000))
+	}
+	if _, ok := tb.clients["big"]; ok {
+		t.Fatal("big still known after all its entries left")
+	}
+	checkTable(t, tb)
+}
