@@ -2,8 +2,13 @@ package adminapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
@@ -59,18 +64,85 @@ type GroupStats struct {
 
 // Groups lists the placement groups.
 type Groups interface {
-	Groups(ctx context.Context) []GroupInfo
+	// Groups returns up to limit groups whose ids sort after after
+	// (bytewise; "" from the first), in id order, with their figures,
+	// and whether groups follow the last one given.
+	Groups(ctx context.Context, after string, limit int) (page []GroupInfo, more bool)
 }
+
+// GroupsPage is the answer to GET /v1/groups: a page of groups in id
+// order. Next is the after= of the next page ("" when this is the last).
+type GroupsPage struct {
+	Groups []GroupInfo `json:"groups"`
+	Next   string      `json:"next"`
+}
+
+// Limits of GET /v1/groups's limit parameter: each page asks the groups'
+// homes for their figures, so a page is bounded rather than every group
+// of a large cluster at once.
+const (
+	DefaultGroupsLimit = 100
+	MaxGroupsLimit     = 1000
+	// maxGroupID bounds after=: a group id travels with a one-byte length.
+	maxGroupID = 255
+)
 
 // groupsTimeout bounds GET /v1/groups, the other nodes' answers included.
 const groupsTimeout = 5 * time.Second
 
-// WithGroups adds GET /v1/groups.
+// GroupsQuery is a parsed GET /v1/groups query.
+type GroupsQuery struct {
+	After string
+	Limit int
+}
+
+// ParseGroupsQuery reads after= (a group id; default "": from the first)
+// and limit= (1 to MaxGroupsLimit, default DefaultGroupsLimit).
+func ParseGroupsQuery(q url.Values) (GroupsQuery, error) {
+	for k := range q {
+		if k != "after" && k != "limit" {
+			return GroupsQuery{}, badRequest("bad_query", "unknown parameter %q (want after, limit)", k)
+		}
+	}
+	gq := GroupsQuery{After: q.Get("after"), Limit: DefaultGroupsLimit}
+	if len(q["after"]) > 1 || len(q["limit"]) > 1 {
+		return GroupsQuery{}, badRequest("bad_query", "after and limit may be given once each")
+	}
+	if len(gq.After) > maxGroupID || strings.ContainsFunc(gq.After, unicode.IsControl) {
+		return GroupsQuery{}, badRequest("bad_after", "after: want a group id (the next of the previous page), at most %d bytes without control characters", maxGroupID)
+	}
+	if q.Has("limit") {
+		l := q.Get("limit")
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxGroupsLimit {
+			return GroupsQuery{}, badRequest("bad_limit", "limit: want a number from 1 to %d, not %q", MaxGroupsLimit, l)
+		}
+		gq.Limit = n
+	}
+	return gq, nil
+}
+
+// WithGroups adds GET /v1/groups?after=&limit=.
 func (s *Server) WithGroups(g Groups) *Server {
 	s.mux.HandleFunc("GET /v1/groups", func(w http.ResponseWriter, r *http.Request) {
+		q, err := ParseGroupsQuery(r.URL.Query())
+		if err != nil {
+			var re *requestError
+			errors.As(err, &re)
+			WriteError(w, http.StatusBadRequest, re.code, re.msg)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), groupsTimeout)
 		defer cancel()
-		writeJSON(w, http.StatusOK, nonNil(g.Groups(ctx)))
+		gs, more := g.Groups(ctx, q.After, q.Limit)
+		if len(gs) > q.Limit {
+			gs, more = gs[:q.Limit], true
+		}
+		page := GroupsPage{Groups: nonNil(gs)}
+		if more && len(gs) > 0 {
+			page.Next = gs[len(gs)-1].ID
+		}
+		writeJSON(w, http.StatusOK, page)
 	})
 	return s
 }

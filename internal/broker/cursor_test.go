@@ -1,12 +1,14 @@
 package broker_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/brokertest"
 	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/mqtt/packet"
 	"github.com/sextantmq/sextant/internal/store"
 )
 
@@ -32,4 +34,65 @@ func TestCursorStoredWithFirstRecord(t *testing.T) {
 		})
 		return slices.Contains(cursors, store.CursorRecord{Group: "grp", Seq: 7})
 	}, "the session's stored record has its cursor on grp at 7")
+}
+
+// storedCursor is client's stored cursor on group (0: none): what its
+// node's restart after a kill -9 now would resume it from.
+func storedCursor(n *brokertest.Node, client, group string) uint64 {
+	var seq uint64
+	_ = n.Store().LoadSessions(func(r *store.SessionRecord) error {
+		if r.ClientID == client {
+			for _, c := range r.Cursors {
+				if c.Group == group {
+					seq = c.Seq
+				}
+			}
+		}
+		return nil
+	})
+	return seq
+}
+
+// TestCursorStoredWithEachDelivery: an online persistent session's
+// stored cursor follows the records it takes, without a session record
+// write: with each QoS 1/2 delivery (the records it acknowledged are then
+// behind it, those in flight are in its stored queue, to be sent again
+// with DUP), and at most cursorEvery (256) positions behind through QoS 0
+// deliveries. A crash of its node then replays none of them from the log.
+// (It stayed at the session's first record of the group until its next
+// record write, a disconnect or a SUBSCRIBE.)
+func TestCursorStoredWithEachDelivery(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	s, _ := rawConnect(t, n, connect5("s", true, 3600))
+	s.Subscribe(1, sub("g/#", 1))
+	for seq := uint64(1); seq <= 10; seq++ {
+		n.Broker().DeliverSequenced(&message.Message{Topic: "g/a", Payload: fmt.Appendf(nil, "m%d", seq), QoS: 1}, "grp", seq)
+		p := s.ExpectPublish("g/a", fmt.Sprintf("m%d", seq))
+		if seq <= 5 {
+			s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID})
+		}
+	}
+	brokertest.Eventually(t, 5*time.Second, func() bool { return storedCursor(n, "s", "grp") == 10 },
+		"the stored cursor is at the last record taken (10)")
+	var queued []uint64
+	brokertest.Eventually(t, 5*time.Second, func() bool {
+		queued = queued[:0]
+		_ = n.Store().LoadMessages("s", func(q *store.QueuedMessage) error {
+			if q.State == store.SentAwaitingAck {
+				queued = append(queued, q.Seq)
+			}
+			return nil
+		})
+		return len(queued) == 5
+	}, "the five records not acknowledged are in the stored queue, sent")
+
+	q0, _ := rawConnect(t, n, connect5("q0", true, 3600))
+	q0.Subscribe(1, sub("z/#", 0))
+	const last = 600
+	for seq := uint64(1); seq <= last; seq++ {
+		n.Broker().DeliverSequenced(&message.Message{Topic: "z/a", Payload: fmt.Appendf(nil, "z%d", seq)}, "zgrp", seq)
+		q0.ExpectPublish("z/a", fmt.Sprintf("z%d", seq))
+	}
+	brokertest.Eventually(t, 5*time.Second, func() bool { return storedCursor(n, "q0", "zgrp") > last-256 },
+		"the stored cursor of a QoS 0 session is within 256 positions of the last record taken")
 }

@@ -33,6 +33,7 @@ const (
 	opPutRetained
 	opDeleteRetained
 	opDeleteRetainedTombstone
+	opPutCursor
 )
 
 // span is a range of Batch.buf.
@@ -83,8 +84,9 @@ func (b *Batch) ok(err error) bool {
 	return b.err == nil
 }
 
-// PutSession stores r, replacing any session with the same client id. It does
-// not touch the session's messages or inbound packet ids. r must have a
+// PutSession stores r, replacing any session with the same client id and
+// the cursors recorded for it by PutCursor (r.Cursors are the session's
+// now). It does not touch the session's messages or inbound packet ids. r must have a
 // client id of 1 to 32768 bytes, protocol version 3, 4 or 5, valid
 // subscriptions, and no will delay without a will.
 func (b *Batch) PutSession(r *SessionRecord) {
@@ -98,8 +100,8 @@ func (b *Batch) PutSession(r *SessionRecord) {
 	b.ops = append(b.ops, o)
 }
 
-// DeleteSession deletes the session of clientID with all its queued messages
-// and inbound packet ids.
+// DeleteSession deletes the session of clientID with all its queued messages,
+// inbound packet ids and cursors.
 func (b *Batch) DeleteSession(clientID string) {
 	if !b.ok(validateKey("client id", clientID)) {
 		return
@@ -149,6 +151,26 @@ func (b *Batch) DeleteInbound(clientID string, packetID uint16) {
 		return
 	}
 	b.ops = append(b.ops, op{kind: opDeleteInbound, name: b.appendString(clientID), key: b.appendKey(uint64(packetID), 2)})
+}
+
+// PutCursor records clientID's cursor on placement group: the position
+// seq (> 0) of the last record of the group's log the session took. It
+// keeps a higher position already recorded since the session's record was
+// last put (PutSession replaces the session's cursors by its record's), so
+// that batches committed out of the order their deliveries were taken in
+// cannot move it back. Load returns it in the session's record. Group is 1
+// to 32768 bytes.
+func (b *Batch) PutCursor(clientID, group string, seq uint64) {
+	if seq == 0 {
+		b.ok(fmt.Errorf("%w: cursor at 0 for %q", ErrInvalid, clientID))
+		return
+	}
+	if !b.ok(validateKey("client id", clientID)) || !b.ok(validateKey("group", group)) {
+		return
+	}
+	o := op{kind: opPutCursor, name: b.appendString(clientID), key: b.appendString(group)}
+	o.val = b.appendKey(seq, 8)
+	b.ops = append(b.ops, o)
 }
 
 // PutRetained stores m as the retained message of m.Topic (1 to 32768 bytes),

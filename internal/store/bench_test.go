@@ -27,13 +27,27 @@ func BenchmarkCommit(b *testing.B) {
 	for _, mode := range []FsyncMode{FsyncAlways, FsyncBatch, FsyncNever} {
 		for _, writers := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("fsync=%v/writers=%d", mode, writers), func(b *testing.B) {
-				benchCommit(b, mode, writers)
+				benchCommit(b, mode, writers, false)
 			})
 		}
 	}
 }
 
-func benchCommit(b *testing.B, mode FsyncMode, writers int) {
+// BenchmarkCommitCursor is a persistent session's delivery of a sequenced
+// record as the session writes it: the queued copy alone (cursor=false,
+// the write before cursors were stored with it) or with the session's
+// cursor on the group in the same batch (cursor=true).
+func BenchmarkCommitCursor(b *testing.B) {
+	for _, mode := range []FsyncMode{FsyncAlways, FsyncNever} {
+		for _, cursor := range []bool{false, true} {
+			b.Run(fmt.Sprintf("fsync=%v/writers=8/cursor=%v", mode, cursor), func(b *testing.B) {
+				benchCommit(b, mode, 8, cursor)
+			})
+		}
+	}
+}
+
+func benchCommit(b *testing.B, mode FsyncMode, writers int, cursor bool) {
 	obs := &counter{}
 	s, err := Open(filepath.Join(b.TempDir(), "bench.db"), Options{Fsync: mode, Observer: obs})
 	if err != nil {
@@ -61,6 +75,9 @@ func benchCommit(b *testing.B, mode FsyncMode, writers int) {
 				batch.Reset() // done has run: the batch is ours again
 				batch.PutMessage(client, &QueuedMessage{Seq: seq, QoS: 1,
 					Msg: &message.Message{Topic: "bench/topic", Payload: payload, QoS: 1, Publisher: client}})
+				if cursor {
+					batch.PutCursor(client, "bench/group", seq)
+				}
 				if err := s.CommitWait(context.Background(), &batch); err != nil {
 					b.Error(err)
 					return

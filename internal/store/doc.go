@@ -69,14 +69,19 @@
 // Buckets: meta/schema (uint32 big-endian SchemaVersion);
 // sessions/<client id> (session record); messages/<client id>/<seq as 8 bytes
 // big-endian> (queued message record); inbound/<client id>/<packet id as 2
-// bytes big-endian> (empty value); retained/<topic> (message.Append
+// bytes big-endian> (empty value); cursors/<client id>/<placement group> (the
+// position of the last record of the group the session took, 8 bytes
+// big-endian: written with each delivery that moves it, replaced by the
+// session record's cursors at PutSession, merged into the record by
+// LoadSessions; the bucket is created when a file of schema 1 written before
+// it is opened); retained/<topic> (message.Append
 // encoding; an empty payload is a cluster's deletion tombstone, kept with
 // its stamp until DeleteRetainedTombstone or a newer message). Session and queued-message records start with a version byte;
 // messages inside them use message.Append. Client ids and retained topics are
 // bbolt keys and so are limited to 32768 bytes (MQTT allows 65535); longer
 // ones are rejected with ErrInvalid. The store does not enforce references
-// between records: DeleteSession removes a client's messages and inbound ids,
-// and nothing else does.
+// between records: DeleteSession removes a client's messages, inbound ids and
+// cursors, and nothing else does.
 //
 // Decoders are strict: a record that the encoder could not have produced is
 // reported as an error wrapping ErrCorrupt, never a panic.

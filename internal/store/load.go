@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -25,7 +27,39 @@ const scanChunk = 256
 // sees every record at most once, but is not a snapshot if commits run
 // concurrently. Load at startup, before committing.
 func (s *Store) LoadSessions(fn func(*SessionRecord) error) error {
-	return scan(s, [][]byte{bucketSessions}, decodeSession, fn)
+	return scan(s, [][]byte{bucketSessions}, decodeSession, func(r *SessionRecord) error {
+		if err := s.mergeCursors(r); err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}
+
+// mergeCursors puts into r the cursors recorded by PutCursor since r was
+// stored: they are newer than r's.
+func (s *Store) mergeCursors(r *SessionRecord) error {
+	err := s.view(func(tx *bolt.Tx) error {
+		b := bucketAt(tx, [][]byte{bucketCursors, []byte(r.ClientID)})
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(k) == 0 || len(v) != 8 || binary.BigEndian.Uint64(v) == 0 {
+				return fmt.Errorf("%w: cursor %q of %q: value %x", ErrCorrupt, k, r.ClientID, v)
+			}
+			c := CursorRecord{Group: string(k), Seq: binary.BigEndian.Uint64(v)}
+			if i := slices.IndexFunc(r.Cursors, func(x CursorRecord) bool { return x.Group == c.Group }); i >= 0 {
+				r.Cursors[i] = c
+			} else {
+				r.Cursors = append(r.Cursors, c)
+			}
+			return nil
+		})
+	})
+	if err == nil {
+		slices.SortFunc(r.Cursors, func(a, b CursorRecord) int { return strings.Compare(a.Group, b.Group) })
+	}
+	return err
 }
 
 // LoadMessages calls fn for every stored message of clientID, in Seq order.

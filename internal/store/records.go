@@ -36,7 +36,8 @@ type SessionRecord struct {
 	WillDelay uint32
 	// Cursors are the session's positions in the logs of placement groups
 	// it receives sequenced topics from: its backlog there (the records
-	// after them), sorted by group.
+	// after them), sorted by group. LoadSessions returns them with those
+	// put by Batch.PutCursor since the record was stored.
 	Cursors []CursorRecord
 	// SubscribedAt is when the session's earliest subscription was made
 	// (zero: unknown, records of earlier versions): after a restart the

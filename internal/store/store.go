@@ -45,6 +45,7 @@ var (
 	bucketMessages = []byte("messages")
 	bucketInbound  = []byte("inbound")
 	bucketRetained = []byte("retained")
+	bucketCursors  = []byte("cursors")
 	keySchema      = []byte("schema")
 )
 
@@ -131,7 +132,9 @@ func initSchema(tx *bolt.Tx) error {
 	case binary.BigEndian.Uint32(v) > SchemaVersion:
 		return fmt.Errorf("%w: file has schema %d, this build reads up to %d", ErrSchema, binary.BigEndian.Uint32(v), SchemaVersion)
 	}
-	for _, name := range [][]byte{bucketSessions, bucketMessages, bucketInbound, bucketRetained} {
+	// cursors came after schema 1's first files: created on open, and
+	// ignored by builds that do not know it.
+	for _, name := range [][]byte{bucketSessions, bucketMessages, bucketInbound, bucketRetained, bucketCursors} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}
@@ -147,7 +150,9 @@ func initSchema(tx *bolt.Tx) error {
 // b is durable as the fsync mode defines it (nil) or cannot be (an error
 // wrapping ErrFailed). Batches complete in the order Commit queued them: when
 // done(nil) runs, every batch queued earlier is durable too. done must not
-// block; it may be nil. An empty batch writes nothing and works as a barrier.
+// block; it may be nil. An empty batch writes nothing and works as a barrier:
+// it completes as soon as every batch queued before it has, not with the
+// batches queued after it that the same transaction writes.
 //
 // Overload policy: the queue is bounded by Options.QueueLen. When it is full,
 // Commit blocks (back-pressure to the publisher) until there is room or ctx
@@ -277,6 +282,12 @@ func (s *Store) loop(tick <-chan time.Time, rearm func(time.Duration) bool) (dir
 // commit writes a group of batches in one transaction and completes them in
 // order. It reports whether anything was written.
 func (s *Store) commit(g []pending, ops int) bool {
+	// Barriers at the head of the group: every batch queued before them is
+	// complete already, so they need not wait for this transaction.
+	for len(g) > 0 && g[0].b.Len() == 0 && s.failure.Load() == nil {
+		g[0].done(nil)
+		g = g[1:]
+	}
 	var err error
 	wrote := false
 	if p := s.failure.Load(); p != nil {
@@ -329,8 +340,9 @@ func apply(tx *bolt.Tx, g []pending) error {
 		messages: tx.Bucket(bucketMessages),
 		inbound:  tx.Bucket(bucketInbound),
 		retained: tx.Bucket(bucketRetained),
+		cursors:  tx.Bucket(bucketCursors),
 	}
-	if a.sessions == nil || a.messages == nil || a.inbound == nil || a.retained == nil {
+	if a.sessions == nil || a.messages == nil || a.inbound == nil || a.retained == nil || a.cursors == nil {
 		return fmt.Errorf("%w: missing bucket", ErrCorrupt)
 	}
 	for _, p := range g {
@@ -344,7 +356,7 @@ func apply(tx *bolt.Tx, g []pending) error {
 }
 
 type applier struct {
-	sessions, messages, inbound, retained *bolt.Bucket
+	sessions, messages, inbound, retained, cursors *bolt.Bucket
 	// The per-client bucket used last, since consecutive ops tend to share it.
 	subRoot *bolt.Bucket
 	subName []byte
@@ -355,13 +367,20 @@ func (a *applier) apply(b *Batch, o op) error {
 	name := b.bytes(o.name)
 	switch o.kind {
 	case opPutSession:
+		// The record's cursors replace those put since the last one.
+		if a.subRoot == a.cursors {
+			a.sub = nil
+		}
+		if err := a.cursors.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+			return err
+		}
 		return a.sessions.Put(name, b.bytes(o.val))
 	case opDeleteSession:
 		a.sub = nil
 		if err := a.sessions.Delete(name); err != nil {
 			return err
 		}
-		for _, root := range []*bolt.Bucket{a.messages, a.inbound} {
+		for _, root := range []*bolt.Bucket{a.messages, a.inbound, a.cursors} {
 			if err := root.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
@@ -387,6 +406,16 @@ func (a *applier) apply(b *Batch, o op) error {
 			return err
 		}
 		return sub.Delete(b.bytes(o.key))
+	case opPutCursor:
+		sub, err := a.bucket(a.cursors, name, true)
+		if err != nil {
+			return err
+		}
+		key, val := b.bytes(o.key), b.bytes(o.val)
+		if old := sub.Get(key); len(old) == 8 && binary.BigEndian.Uint64(old) >= binary.BigEndian.Uint64(val) {
+			return nil
+		}
+		return sub.Put(key, val)
 	case opPutRetained:
 		return a.retained.Put(name, b.bytes(o.val))
 	case opDeleteRetained:

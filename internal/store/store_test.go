@@ -670,3 +670,49 @@ func TestOpenHeldFileSaysSo(t *testing.T) {
 		t.Fatalf("second open: %v; want ErrLocked naming another process and the data-dir", err)
 	}
 }
+
+// TestBarrierDoesNotWaitForLaterBatches: an empty batch completes once the
+// batches queued before it have, even when the transaction that takes it
+// also writes batches queued after it (their data is not yet there when it
+// completes). A session waiting for a publish's batch (a held delivery's
+// packet id) must not wait for a deletion queued behind it.
+func TestBarrierDoesNotWaitForLaterBatches(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "s.db"), Options{Fsync: FsyncNever})
+	ctx := context.Background()
+	// The first batch's done holds the writer, so the barrier and the
+	// batch behind it are queued together and taken in one group.
+	hold, held := make(chan struct{}), make(chan struct{})
+	var first Batch
+	first.PutMessage("c", &QueuedMessage{Seq: 1, Msg: &message.Message{Topic: "t", Payload: []byte("1")}, QoS: 1})
+	if err := s.Commit(ctx, &first, func(error) { close(held); <-hold }); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	seen := make(chan int, 1)
+	var barrier Batch
+	if err := s.Commit(ctx, &barrier, func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		n := 0
+		if err := s.LoadMessagesFrom("c", 0, 10, func(*QueuedMessage) error { n++; return nil }); err != nil {
+			t.Error(err)
+		}
+		seen <- n
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var later Batch
+	later.PutMessage("c", &QueuedMessage{Seq: 2, Msg: &message.Message{Topic: "t", Payload: []byte("2")}, QoS: 1})
+	laterDone := make(chan error, 1)
+	if err := s.Commit(ctx, &later, func(err error) { laterDone <- err }); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	if n := <-seen; n != 1 {
+		t.Fatalf("the barrier completed with %d messages stored, want 1: it waited for the batch queued after it", n)
+	}
+	if err := <-laterDone; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -60,9 +61,44 @@ func (c *Client) LogMessages(ctx context.Context, topic string, q LogQuery) (adm
 	return page, c.do(ctx, "GET", path, nil, &page)
 }
 
-// Groups is GET /v1/groups: every placement group with its home, replicas
-// and the figures of its home's replica.
+// GroupsPage is GET /v1/groups?after=&limit=: up to limit placement
+// groups (0: the server's default) whose ids sort after after, in id
+// order, with their homes, replicas and the figures of their homes'
+// replicas.
+func (c *Client) GroupsPage(ctx context.Context, after string, limit int) (adminapi.GroupsPage, error) {
+	v := url.Values{}
+	if after != "" {
+		v.Set("after", after)
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/groups"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var page adminapi.GroupsPage
+	return page, c.do(ctx, "GET", path, nil, &page)
+}
+
+// Groups is every placement group: GET /v1/groups page after page.
 func (c *Client) Groups(ctx context.Context) ([]adminapi.GroupInfo, error) {
-	var gs []adminapi.GroupInfo
-	return gs, c.do(ctx, "GET", "/v1/groups", nil, &gs)
+	var all []adminapi.GroupInfo
+	after := ""
+	for {
+		page, err := c.GroupsPage(ctx, after, 0)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, page.Groups...)
+		if page.Next == "" {
+			return all, nil
+		}
+		if page.Next <= after {
+			// Ids come in increasing order; a cursor that does not move
+			// on would page forever.
+			return all, fmt.Errorf("client: GET /v1/groups: next %q does not follow %q", page.Next, after)
+		}
+		after = page.Next
+	}
 }

@@ -30,7 +30,13 @@
 // backoff, and to the record's home as soon as the record changes (a new
 // leader records itself as home). Publishes that had committed are
 // answered from the group's dedup table; QoS 0 publishes sent in the
-// failed stream are dropped and counted (no key to recognise a repeat by).
+// failed stream are dropped and counted (no key to recognise a repeat by),
+// but for those of a batch the home answered without submitting it (no
+// replica yet, not the leader, stale, moving) and of the stream's later
+// batches, which are sent again. The home waits a while for a replica the
+// group's record says it will open, and a replica that won a new group's
+// first election sends batches to the record's home rather than take them
+// just before handing the lead over.
 //
 // Bounds: at most Config.Inflight publishes outstanding per group: beyond
 // it a QoS 1/2 publisher waits for room (its reader stops: back-pressure)

@@ -26,10 +26,22 @@ const turnTimeout = 10 * time.Second
 // leader keeps a command without a majority (its lease).
 const outcomeWait = 5 * time.Second
 
+// replicaWait bounds how long a batch waits for this node's replica of
+// its group to open: a new group's first batches may come before this
+// node's replica set has caught up with the record.
+const replicaWait = 5 * time.Second
+
 // Groups is this node's replicas as the home side needs them
 // (*replicas.Set).
 type Groups interface {
 	Get(id string) *replicas.Replica
+	// Await is Get, waiting up to max for the replica when this node's
+	// metadata copy names the node a replica of the group or has no
+	// record of it yet.
+	Await(ctx context.Context, id string, max time.Duration) *replicas.Replica
+	// HandingOver names the home this node's replica is about to hand a
+	// new group's lead to, if it is.
+	HandingOver(id string) (home string, ok bool)
 }
 
 var _ Groups = (*replicas.Set)(nil)
@@ -91,10 +103,16 @@ func (h *Home) Serve(ctx context.Context, node string, body []byte) ([]byte, err
 // serve sequences one batch: it waits for its turn in its stream, submits
 // it, releases the next batch's turn and waits for the outcome.
 func (h *Home) serve(ctx context.Context, node string, req request) response {
-	r := h.groups.Get(req.Group)
+	r := h.groups.Await(ctx, req.Group, replicaWait)
 	if r == nil {
 		h.metrics.served(StatusNoReplica)
 		return response{Status: StatusNoReplica}
+	}
+	if home, ok := h.groups.HandingOver(req.Group); ok {
+		// Not submitted here: the lead is about to move, which would
+		// leave the batch's outcome unknown.
+		h.metrics.served(StatusNotLeader)
+		return response{Status: StatusNotLeader, Leader: home}
 	}
 	key := streamKey{req.Group, node}
 	if !h.turn(ctx, key, req.Stream, req.N) {
@@ -158,6 +176,11 @@ func (h *Home) submit(ctx context.Context, r *replicas.Replica, req request) (*r
 		// voters with growing backoffs. If this replica wins, it takes
 		// the batch at once.
 		if h.awaitLeader(ctx, r) {
+			if home, ok := h.groups.HandingOver(r.ID); ok {
+				// Won a new group's first election: the lead goes to
+				// the group's home (see serve).
+				return nil, &replication.NotLeaderError{Group: replication.GroupID(r.ID), Leader: replication.Leader{ID: home}}
+			}
 			p, err = r.Rep.Submit(ctx, req.Cmd)
 		}
 	}

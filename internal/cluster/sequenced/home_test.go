@@ -57,6 +57,12 @@ func (g oneGroup) Get(id string) *replicas.Replica {
 	return nil
 }
 
+func (g oneGroup) Await(_ context.Context, id string, _ time.Duration) *replicas.Replica {
+	return g.Get(id)
+}
+
+func (g oneGroup) HandingOver(string) (string, bool) { return "", false }
+
 func newTestHome(t *testing.T) (*Home, *orderFSM) {
 	t.Helper()
 	f := &orderFSM{}

@@ -42,6 +42,7 @@ type item struct {
 	acks  []Acker // the PUBACK/PUBREC slots waiting for it (a retransmission adds one)
 	start time.Time
 	sent  uint64 // the stream it was last sent in (0: not sent in any)
+	batch uint64 // its batch number in that stream
 	done  bool   // acknowledged or dropped
 }
 
@@ -92,7 +93,20 @@ type route struct {
 		held      bool
 		heldEpoch uint64
 		heldSince time.Time
+		// pending: a batch of the current stream was answered "not
+		// submitted" ahead of earlier batches still in flight (answers
+		// may come out of order). The restart waits for those answers,
+		// which decide their QoS 0 publishes (committed, or of unknown
+		// outcome and dropped); nothing is sent meanwhile.
+		pending *pendingRestart
 	}
+}
+
+// pendingRestart is a restart deferred until the current stream's earlier
+// batches are answered: the answer that called for it.
+type pendingRestart struct {
+	target string
+	resp   response
 }
 
 func newRoute(r *Router, id string, rule fsm.Rule) *route {
@@ -264,7 +278,7 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 		rt.mu.target, rt.mu.epoch = rec.Home, rec.Epoch
 	}
 	rt.mu.voters = rec.Voters
-	for rt.mu.requests < maxRequests {
+	for rt.mu.requests < maxRequests && rt.mu.pending == nil {
 		batch := rt.batchLocked()
 		if len(batch) == 0 {
 			break
@@ -275,7 +289,7 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 		rt.mu.n++
 		pubs := make([]sequencer.Publish, len(batch))
 		for i, it := range batch {
-			it.sent = rt.mu.stream
+			it.sent, it.batch = rt.mu.stream, rt.mu.n
 			pubs[i] = it.pub
 		}
 		cmd, err := sequencer.EncodeCommand(sequencer.PublishCommand(pubs...))
@@ -387,12 +401,8 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 		// kept (they are sent again with the rest), and the group's
 		// publishes are held until the move is recorded.
 		m.retries.WithLabelValues(resp.Status.String()).Inc()
-		for _, it := range batch {
-			if it.sent == stream { // not sent again in a newer stream since
-				it.sent = 0
-			}
-		}
 		if stream == rt.mu.stream {
+			rt.unsentFromLocked(stream, batch)
 			rt.restartLocked(target, resp, err)
 			rt.mu.target = target // the old home: asked again after the wait
 			if !rt.mu.held {
@@ -419,13 +429,69 @@ func (rt *route) complete(stream uint64, target string, batch []*item, resp resp
 			if rt.mu.held {
 				rt.releaseLocked(now) // the old home named the new one, or is gone
 			}
+			if err == nil && notSubmitted(resp.Status) {
+				rt.unsentFromLocked(stream, batch)
+				if rt.sentInFlightLocked(stream) {
+					rt.mu.pending = &pendingRestart{target: target, resp: resp}
+					break
+				}
+			}
 			rt.restartLocked(target, resp, err)
 		}
+	}
+	if p := rt.mu.pending; p != nil && !rt.sentInFlightLocked(rt.mu.stream) {
+		// The earlier batches are answered: restart as the deferred
+		// answer said.
+		rt.restartLocked(p.target, p.resp, nil)
 	}
 	rt.compactLocked()
 	rt.mu.Unlock()
 	ackAll(acks, packet.Success)
 	ackAll(refused, packet.ImplementationSpecificError)
+}
+
+// notSubmitted reports whether a batch answered with status certainly
+// entered no log: the home refused it before submitting it (no replica
+// there yet or any more, not the leader, a stale or ended stream, a
+// fence). The home then submits none of the stream's later batches
+// either (they wait for this one's turn, or find the stream ended).
+func notSubmitted(s Status) bool {
+	switch s {
+	case StatusNoReplica, StatusNotLeader, StatusStale, StatusMoving:
+		return true
+	}
+	return false
+}
+
+// unsentFromLocked marks the publishes of batch and of the later batches
+// of stream as not sent, after the home answered batch with a status
+// that says it submitted none of them: the new stream carries them
+// again, QoS 0 ones included, instead of dropping those as of unknown
+// outcome. (A new group's first QoS 0 burst, reaching its home before the
+// home's replica opened, was dropped that way.) stream is the current
+// one, so batch's publishes were last sent in it.
+func (rt *route) unsentFromLocked(stream uint64, batch []*item) {
+	if len(batch) == 0 {
+		return
+	}
+	from := batch[0].batch
+	for _, it := range rt.mu.q {
+		if !it.done && it.sent == stream && it.batch >= from {
+			it.sent = 0
+		}
+	}
+}
+
+// sentInFlightLocked reports whether publishes sent in stream are still
+// waiting for their batch's answer. Called after unsentFromLocked, these
+// are the batches before the one answered.
+func (rt *route) sentInFlightLocked(stream uint64) bool {
+	for _, it := range rt.mu.q {
+		if !it.done && it.sent != 0 && it.sent == stream {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLocked ends a hold.
@@ -461,7 +527,7 @@ func (rt *route) restartLocked(target string, resp response, err error) {
 // publish not yet acknowledged, in order; QoS 0 publishes that were sent
 // are dropped (they have no key to recognise a repeat by).
 func (rt *route) newStreamLocked() {
-	rt.mu.stream, rt.mu.unsent = 0, 0
+	rt.mu.stream, rt.mu.unsent, rt.mu.pending = 0, 0, nil
 	var lost []*item
 	for _, it := range rt.mu.q {
 		if !it.done && it.sent != 0 && it.pub.QoS == 0 {

@@ -1,0 +1,119 @@
+package sequenced
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sextantmq/sextant/internal/message"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
+	"github.com/sextantmq/sextant/internal/replicas"
+	"github.com/sextantmq/sextant/internal/replication"
+	"github.com/sextantmq/sextant/internal/sequencer"
+	"github.com/sextantmq/sextant/internal/sequencer/replica"
+	"github.com/sextantmq/sextant/internal/topiclog"
+)
+
+// lateGroups is a node whose replica of its one group opens when the test
+// says so: until then the home has none, as on a node whose replica set
+// has not caught up with a record just created. Await does not wait, so
+// that the access node's handling of the answer is what is tested.
+type lateGroups struct {
+	r    *replicas.Replica
+	open atomic.Bool
+}
+
+func (g *lateGroups) Get(id string) *replicas.Replica {
+	if id == g.r.ID && g.open.Load() {
+		return g.r
+	}
+	return nil
+}
+
+func (g *lateGroups) Await(_ context.Context, id string, _ time.Duration) *replicas.Replica {
+	return g.Get(id)
+}
+
+func (g *lateGroups) HandingOver(string) (string, bool) { return "", false }
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestNewGroupQoS0BurstBeforeTheReplicaOpens: a new group's first QoS 0
+// publishes reach its home before the home's replica of the group is
+// open (the home answers no_replica). Nothing entered the log, so the
+// access node keeps them and sends them again; once the replica opens
+// every one is in the log, in order, and none is counted dropped. (They
+// were dropped as of unknown outcome, counted "failover".)
+func TestNewGroupQoS0BurstBeforeTheReplicaOpens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newOneNodeMeta(t, "a", fsm.Rule{Match: "ng/#", Mode: fsm.Sequenced, Replicas: 1})
+		gid, _, ok := meta.State().GroupFor("ng/t")
+		if !ok {
+			t.Fatal("ng/t is not sequenced")
+		}
+		seq, err := sequencer.Open(topiclog.OSFS{}, t.TempDir(), sequencer.Options{BatchEntries: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &recordingFSM{FSM: replica.New(seq)}
+		rep, err := replication.NewSingle[sequencer.Result](replication.GroupID(gid), f, replication.SingleConfig{NodeID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := &lateGroups{r: &replicas.Replica{ID: gid, Rep: rep, Seq: seq}}
+		home := NewHome(groups, nil, nil)
+		r, err := New(Config{NodeID: "a", Meta: meta, Home: home})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			r.Close()
+			_ = rep.Close()
+			_ = seq.Close()
+		}()
+
+		const n = 3000
+		for i := range n {
+			m := &message.Message{Topic: "ng/t", Payload: fmt.Appendf(nil, "m-%04d", i)}
+			if !r.Publish("pub", 0, m, nil) {
+				t.Fatal("ng/t not taken")
+			}
+		}
+		synctest.Wait() // the first batches answered no_replica; the route backs off
+		if got := counterValue(t, home.metrics.batches.WithLabelValues(StatusNoReplica.String())); got == 0 {
+			t.Fatal("the home answered no batch no_replica: the test did not reach its case")
+		}
+		groups.open.Store(true)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(f.order()) < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // lint:sleep-ok fake time: waiting for the log
+		}
+		got := f.order()
+		for _, reason := range dropReasons {
+			if d := counterValue(t, r.metrics.dropped.WithLabelValues(reason)); d != 0 {
+				t.Errorf("%v publishes dropped (%s)", d, reason)
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("log holds %d records, want %d", len(got), n)
+		}
+		for i := range n {
+			if want := fmt.Sprintf("m-%04d", i); got[i] != want {
+				t.Fatalf("log position %d holds %q, want %q", i, got[i], want)
+			}
+		}
+	})
+}
