@@ -52,11 +52,68 @@ type ConnectOptions struct {
 	Will          *Will
 	// ReceiveMaximum (default 65535).
 	ReceiveMaximum uint16
+	// Receiver is the QoS 2 receiving state to use, kept by the caller
+	// across the connections of one session (nil: a new one, as a client
+	// that forgot it). It is cleared when the server has no session.
+	Receiver *Receiver
+}
+
+// Receiver is a client's QoS 2 receiving state (MQTT's method B, 4.3.3):
+// the packet ids it answered with PUBREC and has had no PUBREL for. A
+// PUBLISH with such an id is a resend of a message the application has
+// already (the DUP after a reconnection, or the same id again): it is
+// answered with PUBREC and not handed on a second time. The state belongs
+// to the session, not the connection: a client resuming its session keeps
+// it, and only then does the server's resend after a reconnection (or its
+// node's crash) stay exactly once.
+type Receiver struct {
+	mu   sync.Mutex
+	held map[uint16]bool
+	// resends counts the PUBLISHes recognised as resends.
+	resends int
+}
+
+// NewReceiver returns an empty QoS 2 receiving state.
+func NewReceiver() *Receiver { return &Receiver{held: map[uint16]bool{}} }
+
+// received records a QoS 2 PUBLISH with id and reports whether it is new
+// (to be handed to the application).
+func (r *Receiver) received(id uint16) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held[id] {
+		r.resends++
+		return false
+	}
+	r.held[id] = true
+	return true
+}
+
+// released forgets id (PUBREL).
+func (r *Receiver) released(id uint16) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.held, id)
+}
+
+// reset forgets every id: the server started a new session.
+func (r *Receiver) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.held)
+}
+
+// Resends returns how many PUBLISHes were recognised as resends.
+func (r *Receiver) Resends() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resends
 }
 
 // Client is a small MQTT 5 client on Sextant's packet codec. It
-// acknowledges every QoS 1/2 message it receives (at most once into Msgs
-// per packet id for QoS 2) and collects them in Msgs.
+// acknowledges every QoS 1/2 message it receives and collects them in
+// Msgs; a QoS 2 message goes into Msgs once per packet id until its
+// PUBREL (a correct QoS 2 receiver, through its Receiver).
 type Client struct {
 	T       testing.TB
 	ID      string
@@ -68,12 +125,12 @@ type Client struct {
 
 	conn net.Conn
 	wmu  sync.Mutex
+	recv *Receiver
 
 	mu struct {
 		sync.Mutex
 		nextID     uint16
 		pending    map[uint16]chan packet.Packet
-		inbound    map[uint16]bool // QoS 2 ids received, PUBREL not yet
 		disconnect *packet.Disconnect
 		err        error
 	}
@@ -83,7 +140,10 @@ type Client struct {
 func connect(t testing.TB, c net.Conn, id string, o ConnectOptions) (*Client, error) {
 	cl := &Client{T: t, ID: id, conn: c, Msgs: make(chan Message, 1<<16), Done: make(chan struct{})}
 	cl.mu.pending = map[uint16]chan packet.Packet{}
-	cl.mu.inbound = map[uint16]bool{}
+	cl.recv = o.Receiver
+	if cl.recv == nil {
+		cl.recv = NewReceiver()
+	}
 	cp := &packet.Connect{ProtocolName: "MQTT", Version: packet.V5, CleanStart: !o.Resume, ClientID: id}
 	rm := o.ReceiveMaximum
 	if rm == 0 {
@@ -119,6 +179,9 @@ func connect(t testing.TB, c net.Conn, id string, o ConnectOptions) (*Client, er
 	}
 	cp2 := *ack
 	cl.Connack = &cp2
+	if !ack.SessionPresent {
+		cl.recv.reset()
+	}
 	if ack.ReasonCode != packet.Success {
 		_ = c.Close()
 		return cl, fmt.Errorf("clustertest: %s: CONNACK %v", id, ack.ReasonCode)
@@ -170,14 +233,16 @@ func (cl *Client) read(r *packet.Reader) {
 			case 0:
 				cl.Msgs <- m
 			case 1:
-				cl.Msgs <- m
+				// Acknowledged before the test sees it: a test that
+				// closes the connection once it has its messages does
+				// not leave the last one unacknowledged (the broker
+				// would send it again on resume, as MQTT says).
 				_ = cl.send(&packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID})
+				cl.Msgs <- m
 			case 2:
-				cl.mu.Lock()
-				seen := cl.mu.inbound[p.PacketID]
-				cl.mu.inbound[p.PacketID] = true
-				cl.mu.Unlock()
-				if !seen {
+				// Method B: the id is stored before the message is
+				// handed on, and PUBREC follows.
+				if cl.recv.received(p.PacketID) {
 					cl.Msgs <- m
 				}
 				_ = cl.send(&packet.Ack{Kind: packet.PUBREC, PacketID: p.PacketID})
@@ -187,9 +252,7 @@ func (cl *Client) read(r *packet.Reader) {
 			p = &a
 			switch p.Kind {
 			case packet.PUBREL:
-				cl.mu.Lock()
-				delete(cl.mu.inbound, p.PacketID)
-				cl.mu.Unlock()
+				cl.recv.released(p.PacketID)
 				_ = cl.send(&packet.Ack{Kind: packet.PUBCOMP, PacketID: p.PacketID})
 			case packet.PUBREC:
 				if p.ReasonCode.IsError() {

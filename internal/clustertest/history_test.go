@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -117,12 +118,31 @@ func TestHistoryOverHTTP(t *testing.T) {
 			}
 		}
 
-		// GET /v1/groups on every node: each group with its home's figures.
+		// GET /v1/groups on every node, one group a page (limit=1,
+		// following next): each group once, in id order, with its home's
+		// figures.
 		for _, n := range c.Nodes() {
 			var gs []adminapi.GroupInfo
-			apiGet(t, n, "/v1/groups", &gs)
+			for after, pages := "", 0; ; pages++ {
+				if pages > 10 {
+					t.Fatalf("%s: /v1/groups pages do not end", n.ID)
+				}
+				var page adminapi.GroupsPage
+				apiGet(t, n, "/v1/groups?limit=1&after="+url.QueryEscape(after), &page)
+				if len(page.Groups) > 1 {
+					t.Fatalf("%s: limit=1 gave %d groups", n.ID, len(page.Groups))
+				}
+				gs = append(gs, page.Groups...)
+				if page.Next == "" {
+					break
+				}
+				after = page.Next
+			}
 			byID := map[string]adminapi.GroupInfo{}
-			for _, g := range gs {
+			for i, g := range gs {
+				if i > 0 && gs[i-1].ID >= g.ID {
+					t.Fatalf("%s: /v1/groups pages out of order or repeated: %s then %s", n.ID, gs[i-1].ID, g.ID)
+				}
 				byID[g.ID] = g
 			}
 			for _, id := range []string{"one/a/b", "three/x"} {

@@ -125,7 +125,8 @@ func (l *SeqLoad) Start(pubs []PubSpec, readers int) {
 	l.moved = map[string]bool{}
 	for i := range l.Target.Nodes() {
 		id := "sub-" + nodeName(i)
-		cl, err := l.Target.Connect(i, id, ConnectOptions{SessionExpiry: 3600})
+		recv := NewReceiver() // the session's, across its connections
+		cl, err := l.Target.Connect(i, id, ConnectOptions{SessionExpiry: 3600, Receiver: recv})
 		if err != nil {
 			l.T.Fatalf("%s: %v", id, err)
 		}
@@ -139,7 +140,7 @@ func (l *SeqLoad) Start(pubs []PubSpec, readers int) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.subscriber(i, id, cl)
+			l.subscriber(i, id, cl, recv)
 		}()
 	}
 	for k, sp := range pubs {
@@ -230,8 +231,9 @@ func (l *SeqLoad) stopped(ch chan struct{}) bool {
 }
 
 // subscriber records what cl receives; when its connection ends (its node
-// crashed) it resumes the session on the same node once it is back.
-func (l *SeqLoad) subscriber(i int, id string, cl *Client) {
+// crashed) it resumes the session on the same node once it is back, with
+// the same QoS 2 receiving state (recv).
+func (l *SeqLoad) subscriber(i int, id string, cl *Client, recv *Receiver) {
 	for {
 		for alive := true; alive; {
 			select {
@@ -253,7 +255,7 @@ func (l *SeqLoad) subscriber(i int, id string, cl *Client) {
 			if !l.Target.Usable(i) {
 				continue
 			}
-			next, err := l.Target.Connect(i, id, ConnectOptions{Resume: true, SessionExpiry: 3600})
+			next, err := l.Target.Connect(i, id, ConnectOptions{Resume: true, SessionExpiry: 3600, Receiver: recv})
 			if err != nil {
 				continue
 			}

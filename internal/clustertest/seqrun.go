@@ -12,8 +12,8 @@ import (
 // verifies them against the final logs read back from the cluster.
 // Unlike SeqChecker it covers several topics, subscribers that reconnect
 // to a persistent session (a session resumed after its node crashed may
-// get records again, from its last stored cursor: docs/design/sequenced.md,
-// what a failure can cost), and publishers that lose their access node.
+// get QoS 1 records again: docs/design/sequenced.md, what a failure can
+// cost; QoS 2 ones never), and publishers that lose their access node.
 type SeqRun struct {
 	Lin *LinRecorder
 
@@ -152,10 +152,13 @@ func (r *SeqRun) HasAll(subscriber string) bool {
 //   - each subscriber's messages carry indexes and agree with the log at
 //     their index; on its first connection they follow each other without
 //     a gap or a repeat (per topic); after a reconnection (its node
-//     crashed) records may come again (unacknowledged ones, a replay from
-//     the session's stored cursor) but none beyond the highest index seen
-//     so far plus one: no gap; every subscriber that stayed subscribed
-//     from the start (complete) received every index of every log;
+//     crashed) QoS 1 records may come again (an unacknowledged one sent
+//     again, a PUBACK whose deletion was not written) but none beyond the
+//     highest index seen so far plus one: no gap; a record delivered at
+//     QoS 2 never reaches the subscriber twice, across reconnections and
+//     crashes of its node (the subscribers are correct QoS 2 receivers,
+//     Receiver); every subscriber that stayed subscribed from the start
+//     (complete) received every index of every log;
 //   - a QoS 2 publish is in the log at most once, unless its publisher lost
 //     its access node while it was outstanding (then the new access node
 //     gives it a new key: a documented duplicate);
@@ -216,10 +219,11 @@ func (r *SeqRun) Verify(final map[string][]string, complete, inOrder []string) [
 				case prev != 0 && c == 0 && m.Index != prev+1:
 					bad("%s: %s index %d after %d (message %d, %q): a gap, a repeat or a reordering", sub, m.Topic, m.Index, prev, i, m.Payload)
 				case prev != 0 && c > 0 && m.Index > prev+1:
-					// After a reconnection records may come again (the
-					// unacknowledged ones, a replay from the stored
-					// cursor), but none may be skipped.
+					// After a reconnection QoS 1 records may come again,
+					// but none may be skipped.
 					bad("%s: connection %d: %s index %d after %d at most (message %d, %q): a gap", sub, c, m.Topic, m.Index, prev, i, m.Payload)
+				case m.QoS == 2 && have[m.Topic][m.Index]:
+					bad("%s: connection %d: %s index %d (%q) delivered again at QoS 2: a duplicate", sub, c, m.Topic, m.Index, m.Payload)
 				}
 				last[m.Topic] = max(prev, m.Index)
 				have[m.Topic][m.Index] = true

@@ -190,10 +190,14 @@ func (c *Conn) flushInline(f *flusher) {
 			s.mu.Unlock()
 			return
 		}
-		var reload bool
-		f.items, reload = c.collectLocked(f.items[:0], now, &f.ops)
+		var reload, held bool
+		f.items, reload, held = c.collectLocked(f.items[:0], now, &f.ops, false)
 		if len(f.items) == 0 {
-			c.stopWritingLocked()
+			if held {
+				c.startWriterLocked() // it may wait for the store (writer.go)
+			} else {
+				c.stopWritingLocked()
+			}
 		}
 		s.mu.Unlock()
 		c.flushOps(&f.ops)
@@ -213,6 +217,12 @@ func (c *Conn) flushInline(f *flusher) {
 			// The rest goes first when the writer goroutine runs; an
 			// error is for its blocking write to report.
 			c.pending = append(c.pending, f.buf[n:]...)
+			s.mu.Lock()
+			c.startWriterLocked()
+			s.mu.Unlock()
+			return
+		}
+		if held {
 			s.mu.Lock()
 			c.startWriterLocked()
 			s.mu.Unlock()

@@ -22,6 +22,35 @@ import (
 type cursor struct {
 	seq    uint64
 	paused bool
+	// stored: the position last written to the store for a persistent
+	// session (storeCursorLocked), or restored from it.
+	stored uint64
+}
+
+// cursorEvery bounds how far a persistent session's stored cursor may
+// lag the positions it took through QoS 0 deliveries only (QoS 1/2 ones
+// write it with their stored copy): what a crash of its node can replay
+// to it again.
+const cursorEvery = 256
+
+// storeCursorLocked writes the session's cursor on d's group into p's
+// batch after the session took d, if the session is persistent: with every
+// QoS 1/2 delivery (the batch holds the delivery's stored copy, so the
+// copy and the position past it are durable together), and at least every
+// cursorEvery positions of QoS 0 ones. After a crash of the node the
+// session's backlog is replayed from there: what it took before is either
+// completed or in its stored queue (sent again, with DUP if it was sent),
+// never delivered a second time from the log.
+func (s *Session) storeCursorLocked(d *Delivery, p *Persist) {
+	if d.Group == "" || p == nil || s.mu.expiry == 0 || s.env.Store == nil {
+		return
+	}
+	c := s.mu.cursors[d.Group]
+	if c == nil || c.seq == c.stored || d.QoS == 0 && c.seq > c.stored && c.seq-c.stored < cursorEvery {
+		return
+	}
+	p.batch().PutCursor(s.ID, d.Group, c.seq)
+	c.stored = c.seq
 }
 
 // Cursor is a session's position on a placement group.
@@ -129,7 +158,7 @@ func (s *Session) RestoreCursors(rs []store.CursorRecord) {
 	defer s.mu.Unlock()
 	for _, r := range rs {
 		c := s.cursorLocked(r.Group)
-		c.seq, c.paused = r.Seq, true
+		c.seq, c.paused, c.stored = r.Seq, true, r.Seq
 	}
 }
 

@@ -18,7 +18,9 @@
 // Sequenced topics: a session keeps a cursor per placement group
 // (cursor.go), through which live and replayed records of the group pass,
 // so that it takes each at most once and in order; a persistent session's
-// backlog on a group is its cursor. SubRequest.From carries a SUBSCRIBE's
+// backlog on a group is its cursor, written to the store with the
+// deliveries that move it (storeCursorLocked), so that a crash of the node
+// does not replay what the session took. SubRequest.From carries a SUBSCRIBE's
 // sx-from (from.go).
 //
 // Concurrency: a Session's mutable state sits under Session.mu; Conn fields

@@ -21,8 +21,9 @@ import (
 // the broker does. It has no back-pressure (its tests publish QoS 0 or stay
 // within the queue).
 type routeHub struct {
-	env *Env
-	mu  struct {
+	env    *Env
+	expiry uint32 // of the sessions it creates
+	mu     struct {
 		sync.Mutex
 		sessions map[string]*Session
 		subs     map[string][]*Session
@@ -40,7 +41,7 @@ func newRouteHub(env *Env) *routeHub {
 }
 
 func (h *routeHub) Attach(c *Conn, p *packet.Connect) (*Session, bool, packet.ReasonCode, string) {
-	s := New(p.ClientID, h.env, p.Version, 0)
+	s := New(p.ClientID, h.env, p.Version, h.expiry)
 	s.Bind(c)
 	h.mu.Lock()
 	h.mu.sessions[p.ClientID] = s

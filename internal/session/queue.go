@@ -28,8 +28,13 @@ type Delivery struct {
 	state    byte    // see state* below
 	sentAt   int64   // when the PUBLISH was last sent (unix nanoseconds), for RTT samples
 	acked    bool    // acknowledged; waiting to be compacted off the in-flight head
-	resend   bool    // must be (re)sent by the writer (DUP on redelivery)
 	sentOnce bool
+	// unsent: taken into the outbound window by Deliver, its packet id
+	// written with its stored copy (takeHeldLocked), not yet sent.
+	unsent bool
+	// hold: the delivery is not sent before the store has made durable
+	// what records it (see held deliveries in writer.go).
+	hold bool
 }
 
 const (

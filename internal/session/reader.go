@@ -522,7 +522,24 @@ func (c *Conn) onAck(p *packet.Ack) error {
 			b = &store.Batch{}
 			b.PutMessage(s.ID, d.record())
 		}
+		hold := d.hold
 		s.mu.Unlock()
+		if b != nil && hold {
+			// The PUBREL goes once ReleaseSent is durable: sent before, a
+			// crash would send the message again under the packet id the
+			// client has released (writer.go, held deliveries).
+			sl := c.reserve(&packet.Ack{Kind: packet.PUBREL, PacketID: p.PacketID}, 1)
+			if err := c.env.Store.Commit(context.Background(), b, func(err error) {
+				if err != nil {
+					c.logger().Error("store write failed", "err", err)
+				}
+				c.complete(sl)
+			}); err != nil {
+				c.logger().Error("store write failed", "err", err)
+				c.complete(sl)
+			}
+			return nil
+		}
 		if b != nil {
 			c.commitBehind(b)
 		}

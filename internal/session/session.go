@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,6 +168,7 @@ type Session struct {
 		spilled      int                 // persisted messages not held in memory
 		spillFrom    uint64              // lowest sequence number among them
 		reloading    bool
+		unsent       int // in-flight entries taken by takeHeldLocked not yet collected (at most)
 		conn         *Conn
 		will         *message.Message
 		willDelay    uint32
@@ -419,20 +421,94 @@ type Ticket struct {
 	mu       sync.Mutex
 	enqueued bool
 	deferred store.Batch
+	// waiting: sessions whose writer stopped at a held delivery of this
+	// publish (writer.go), woken once the batch is handed to the store,
+	// and again once it is durable.
+	waiting []*Session
+	// barrier: the store on which Committed queues an empty batch right
+	// behind the publish's, to learn when it is durable (durable): set
+	// when a delivery was taken into a window with its packet id in the
+	// batch (takeHeldLocked).
+	barrier Persister
+	durable bool
 }
 
 // Committed marks the publish's batch as handed to the store and returns the
 // deletions that were waiting for it (nil if none).
 func (t *Ticket) Committed() *store.Batch {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.enqueued = true
-	if t.deferred.Len() == 0 {
-		return nil
+	waiting := t.waiting
+	t.waiting = nil
+	var b *store.Batch
+	if t.deferred.Len() > 0 {
+		d := t.deferred
+		t.deferred = store.Batch{}
+		b = &d
 	}
-	b := t.deferred
-	t.deferred = store.Batch{}
-	return &b
+	barrier := t.barrier
+	t.mu.Unlock()
+	kickWriters(waiting)
+	if barrier != nil {
+		// Queued at once, so that it is at the head of the store's next
+		// group, not behind writes queued later (a deletion): the store
+		// completes such a batch as soon as those before it.
+		if err := barrier.Commit(context.Background(), &store.Batch{}, t.setDurable); err != nil {
+			t.setDurable(err) // the store has failed for every session
+		}
+	}
+	return b
+}
+
+// setDurable records that the publish's batch is durable (or cannot be:
+// the store has failed, and the writers send anyway, as flushOpsDurable
+// does) and kicks the writers waiting for it.
+func (t *Ticket) setDurable(error) {
+	t.mu.Lock()
+	t.durable = true
+	waiting := t.waiting
+	t.waiting = nil
+	t.mu.Unlock()
+	kickWriters(waiting)
+}
+
+// waitDurable reports whether the publish's batch is durable; if not, s's
+// writer is kicked once it is.
+func (t *Ticket) waitDurable(s *Session) bool { return t.await(s, &t.durable) }
+
+// waitFor reports whether the publish's batch has been handed to the
+// store; if not, s's writer is kicked once it is.
+func (t *Ticket) waitFor(s *Session) bool { return t.await(s, &t.enqueued) }
+
+// await reports *reached (a field of t, read under its lock); if false,
+// s waits among t.waiting for the next change.
+func (t *Ticket) await(s *Session, reached *bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if *reached {
+		return true
+	}
+	if !slices.Contains(t.waiting, s) {
+		t.waiting = append(t.waiting, s)
+	}
+	return false
+}
+
+// kickWriters kicks the writers of sessions, woken from a ticket's wait.
+func kickWriters(sessions []*Session) {
+	for _, s := range sessions {
+		s.kickWriter()
+	}
+}
+
+// kickWriter makes the session's connection, if any, look for what it has
+// to send.
+func (s *Session) kickWriter() {
+	s.mu.Lock()
+	if c := s.mu.conn; c != nil {
+		c.kickWriterLocked(nil)
+	}
+	s.mu.Unlock()
 }
 
 // deferDelete keeps a deletion until the ticket is committed; it reports
@@ -496,6 +572,7 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 			return Dropped, nil
 		}
 		s.pushLocked(d, p.readerBatch())
+		s.storeCursorLocked(&d, p)
 		return Queued, nil
 	}
 	if s.mu.expiry > 0 && s.env.Store != nil {
@@ -519,6 +596,14 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 		d.seq = s.mu.seq
 		b := p.batch()
 		d.ticket = p.Ticket
+		// A record of a sequenced topic is sent only once this batch (its
+		// stored copy, the cursor past it) and its sent state are durable:
+		// see held deliveries (writer.go) and takeHeldLocked.
+		d.hold = d.Group != ""
+		if !full && d.hold && s.takeHeldLocked(d, p) {
+			s.storeCursorLocked(&d, p)
+			return Queued, nil
+		}
 		b.PutMessage(s.ID, d.record())
 		if full {
 			if s.mu.spilled == 0 {
@@ -526,9 +611,11 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 			}
 			s.mu.spilled++
 			s.passedLocked(&d)
+			s.storeCursorLocked(&d, p)
 			return Spilled, nil
 		}
 		s.pushLocked(d, p.readerBatch())
+		s.storeCursorLocked(&d, p)
 		return Queued, nil
 	}
 	if s.mu.queue.Len() >= lim.MaxQueued && !s.dropOldestQoS0Locked() && d.Msg.Publisher != s.ID {
@@ -552,6 +639,37 @@ func (s *Session) deliver(d Delivery, p *Persist) (Outcome, <-chan struct{}) {
 	// FIFO).
 	s.pushLocked(d, p.readerBatch())
 	return Queued, nil
+}
+
+// takeHeldLocked takes a held delivery straight into the outbound window
+// when it is next to go (nothing queued or spilled before it, room in the
+// window, a connection ready to send it): its packet id and sent state are
+// written with its stored copy, in b (the publish's batch, which also
+// carries the cursor past it), so one store commit, not two, comes before
+// the socket (see writer.go, held deliveries); the writer sends it once
+// that batch is durable (Ticket.waitDurable). It reports false, d not
+// taken, otherwise.
+func (s *Session) takeHeldLocked(d Delivery, p *Persist) bool {
+	c := s.mu.conn
+	if c == nil || c.w.held || c.w.resend || c.w.closing || c.w.gone || s.mu.queue.Len() > 0 || s.mu.spilled > 0 ||
+		s.mu.inflight.Len() >= int(min(s.env.Limits.MaxInflight, c.clientRecvMax)) {
+		return false
+	}
+	if d.Msg.Expired(s.env.Clock.Now()) || c.id.Rights != nil && !c.id.Rights.CanReceive(d.Msg.Topic) {
+		return false // the writer drops it from the queue, counted
+	}
+	s.passedLocked(&d)
+	d.state, d.unsent = stateWaitAck, true
+	e := s.mu.inflight.Add(d)
+	s.mu.unsent++
+	s.env.Metrics.InflightMessages.Inc()
+	p.batch().PutMessage(s.ID, e.record())
+	t := p.Ticket
+	t.mu.Lock()
+	t.barrier = s.env.Store
+	t.mu.Unlock()
+	c.kickWriterLocked(p.readerBatch())
+	return true
 }
 
 // pushLocked queues d; b (nil: none) is the publisher's batch, which may
@@ -604,7 +722,11 @@ func (d *Delivery) record() *store.QueuedMessage {
 
 // fromRecord rebuilds a delivery from its stored form.
 func fromRecord(q *store.QueuedMessage) Delivery {
-	d := Delivery{Msg: q.Msg, QoS: q.QoS, Retain: q.RetainFlag, IDs: q.SubIDs, seq: q.Seq, pid: q.PacketID}
+	// A QoS 2 message from the store (restored after a restart, reloaded
+	// after a spill) is held like a live sequenced one: its packet id must
+	// be durable before it is sent (held deliveries, writer.go). Its record
+	// does not say whether it is a sequenced topic's.
+	d := Delivery{Msg: q.Msg, QoS: q.QoS, Retain: q.RetainFlag, IDs: q.SubIDs, seq: q.Seq, pid: q.PacketID, hold: q.QoS == 2}
 	switch q.State {
 	case store.SentAwaitingAck:
 		d.state, d.sentOnce = stateWaitAck, true

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -144,8 +145,8 @@ func (c *Conn) writeLoop(wake chan struct{}) {
 			s.mu.Unlock()
 			return
 		}
-		var reload bool
-		items, reload = c.collectLocked(items[:0], now, &ops)
+		var reload, held bool
+		items, reload, held = c.collectLocked(items[:0], now, &ops, true)
 		if len(items) == 0 {
 			c.stopWritingLocked()
 			c.w.idle = true
@@ -165,7 +166,11 @@ func (c *Conn) writeLoop(wake chan struct{}) {
 			continue
 		}
 		s.mu.Unlock()
-		c.flushOps(&ops)
+		if held {
+			c.flushOpsDurable(&ops)
+		} else {
+			c.flushOps(&ops)
+		}
 		if reload {
 			c.reloadSpill()
 		}
@@ -260,8 +265,39 @@ func (c *Conn) stopWritingLocked() {
 	}
 }
 
-// collectLocked appends what may be sent now to items.
-func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) ([]outItem, bool) {
+// Held deliveries. A delivery of a sequenced topic's record to a
+// persistent session must not reach the client before the store has made
+// durable its stored copy, the session's cursor past it and its packet id
+// (SentAwaitingAck). Sent earlier, a crash of the node would send the
+// record again as a new message: from the log (the cursor not written) or
+// from the stored queue with a new packet id (the id not written); a QoS 2
+// receiver cannot tell either from a new message. When the delivery is
+// next to go (nothing queued before it, room in the window), Deliver takes
+// it into the window at once and its id goes in the publish's batch with
+// its copy and cursor (takeHeldLocked): one commit. Otherwise it waits in
+// the queue and the writer records its id in its ops when it collects it:
+// a second commit. One taken by Deliver is collected once its publish's
+// batch is durable (Ticket.waitDurable: Committed queues an empty batch
+// right behind it, which the store completes with it). One from the queue
+// is collected only once its publish's batch is in the store's queue
+// (Ticket.waitFor; else the writer stops there and Committed kicks it),
+// and the writer goroutine writes a turn that collected one only after
+// its ops are durable (flushOpsDurable): the store completes batches in
+// the order they are queued, so the delivery's batch is durable too. The
+// wait is the store's group commit, shared by
+// every connection waiting: no fsync per message, and nothing overtakes a
+// held delivery. The inline flush (batch.go) never waits: it hands the
+// connection to its writer goroutine at a held delivery. Likewise the
+// PUBREL answering the PUBREC of a held QoS 2 delivery waits for its
+// ReleaseSent state (reader.go): sent before, a crash would send the
+// message again under the packet id the client has released.
+
+// collectLocked appends what may be sent now to items. mayWait says the
+// caller can wait for the store: held reports that items hold a held
+// delivery (or its resend), to be written only once ops are durable; when
+// !mayWait, held reports that collection stopped at a held delivery, which
+// the writer goroutine must take on.
+func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch, mayWait bool) (_ []outItem, reload, held bool) {
 	s, lim := c.s, &c.env.Limits
 	if c.w.connack != nil {
 		items = append(items, outItem{p: c.w.connack})
@@ -274,7 +310,7 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 				items = append(items, outItem{p: c.w.final, final: true})
 			}
 		}
-		return items, false
+		return items, false, false
 	}
 
 	// Responses, in request order, as far as they are ready.
@@ -303,16 +339,47 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 		c.wakeReaderLocked()
 	}
 
+	// Deliveries Deliver took into the window (takeHeldLocked) go first:
+	// nothing was queued before them. They wait for their batch to be
+	// durable, which carries their packet ids.
+	if s.mu.unsent > 0 {
+		if !mayWait {
+			return items, false, true
+		}
+		if !c.unsentDurableLocked() {
+			return items, false, held // kicked once their batches are durable
+		}
+	}
+
 	// After (re)binding, unacknowledged messages go again, in order.
 	if c.w.resend {
 		c.w.resend = false
+		s.mu.unsent = 0
 		s.mu.inflight.Each(func(d *Delivery) {
+			// A held delivery's state may have been written by a batch
+			// still in the store's queue (a PUBREC's ReleaseSent): the
+			// turn waits for the queue (flushOpsDurable) before it
+			// sends again.
+			held = held || d.hold
 			items = append(items, outItem{d: *d, isPub: d.state == stateWaitAck, dup: d.sentOnce})
 			if d.state == stateWaitRel {
 				items[len(items)-1].isAck = true
 				items[len(items)-1].ack = ackFields{Kind: packet.PUBREL, PacketID: d.pid}
 			}
+			if d.unsent {
+				d.unsent, d.sentOnce, d.sentAt = false, true, now.UnixNano()
+			}
 		})
+	}
+	if s.mu.unsent > 0 {
+		f := &s.mu.inflight.q
+		for i := max(0, f.Len()-s.mu.unsent); i < f.Len(); i++ {
+			if d := f.At(i); d.unsent && !d.acked {
+				d.unsent, d.sentOnce, d.sentAt = false, true, now.UnixNano()
+				items = append(items, outItem{d: *d, isPub: true})
+			}
+		}
+		s.mu.unsent = 0
 	}
 
 	window := int(min(lim.MaxInflight, c.clientRecvMax))
@@ -320,6 +387,16 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 		head := s.mu.queue.At(0)
 		if head.QoS > 0 && s.mu.inflight.Len() >= window {
 			break
+		}
+		if head.hold {
+			if !mayWait {
+				held = true
+				break
+			}
+			if t := head.ticket; t != nil && !t.waitFor(s) {
+				break // kicked once its batch is queued
+			}
+			held = true
 		}
 		d := s.mu.queue.PopFront()
 		c.env.Metrics.QueuedMessages.Dec()
@@ -357,8 +434,22 @@ func (c *Conn) collectLocked(items []outItem, now time.Time, ops *store.Batch) (
 	if s.mu.queue.Len() < lim.MaxQueued {
 		s.wakeSpaceLocked()
 	}
-	reload := s.mu.spilled > 0 && !s.mu.reloading && s.mu.queue.Len() < lim.MaxQueued/2+1
-	return items, reload
+	reload = s.mu.spilled > 0 && !s.mu.reloading && s.mu.queue.Len() < lim.MaxQueued/2+1
+	return items, reload, held
+}
+
+// unsentDurableLocked reports whether the publish batches of the
+// deliveries taken into the window unsent (the last s.mu.unsent entries at
+// most) are all durable; if not, the writer is kicked once they are.
+func (c *Conn) unsentDurableLocked() bool {
+	s := c.s
+	f := &s.mu.inflight.q
+	for i := max(0, f.Len()-s.mu.unsent); i < f.Len(); i++ {
+		if d := f.At(i); d.unsent && !d.acked && d.ticket != nil && !d.ticket.waitDurable(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // deferOrAdd adds a store operation to ops, or, if the publish that stored
@@ -383,6 +474,29 @@ func (c *Conn) flushOps(ops *store.Batch) {
 	b := *ops
 	*ops = store.Batch{}
 	c.commitBehind(&b)
+}
+
+// flushOpsDurable commits ops and waits until they, and every batch queued
+// on the store before them, are durable (an empty batch too: the store
+// completes batches in order). A failed write is logged and the turn is
+// sent anyway: the store has failed for every session.
+func (c *Conn) flushOpsDurable(ops *store.Batch) {
+	if c.env.Store == nil {
+		return
+	}
+	b := *ops
+	*ops = store.Batch{}
+	done := make(chan struct{})
+	if err := c.env.Store.Commit(context.Background(), &b, func(err error) {
+		if err != nil {
+			c.logger().Error("store write failed", "err", err)
+		}
+		close(done)
+	}); err != nil {
+		c.logger().Error("store write failed", "err", err)
+		return
+	}
+	<-done
 }
 
 func ackKindFor(c *Conn, pid uint16) packet.Type {
