@@ -23,19 +23,24 @@
 //
 //  1. send_snapshot: H copies its log to T (a sequencer snapshot, in
 //     chunks) while the group still takes publishes;
-//  2. fence: H's home side answers the group's batches "moving" (access
-//     nodes hold them) and waits until what it took is applied;
-//  3. send_tail: H sends the records appended since the snapshot; T
-//     appends them and closes the log, now equal to H's;
-//  4. propose_home: set_group_home with epoch + 1 and Handover [T]: the
-//     record's home and voters switch in one step. The epoch precondition
-//     makes a repeat after an unknown outcome commit once or conflict with
-//     the record it made;
-//  5. unfence (redirect): H answers the group's batches "not leader: T";
-//  6. await_target: T serves the group (its replica opened on the log it
-//     was handed).
+//  2. fence: H records the fence durably (fences.go), then its home side
+//     answers the group's batches "moving" (access nodes hold them) and
+//     waits until what it took is applied;
+//  3. send_tail_switch: H sends the records appended since the snapshot with the position its log
+//     ends at and the switch's epoch; T appends them, installs the log,
+//     proposes the switch itself (set_group_home, epoch + 1, T home and
+//     only voter), opens the group on the committed record and answers
+//     once it serves;
+//  4. unfence (redirect): H answers the group's batches "not leader: T";
+//  5. await_target: H's metadata copy names T.
 //
-// The pause (publishes held, no commit possible) is 2 to 6.
+// The pause (publishes held, no commit possible) is 2 to T serving. If the
+// answer to 3 does not come, H proposes the record unchanged at the
+// switch's epoch (propose_home naming itself): the epoch precondition lets
+// exactly one of the two proposals commit, and the record says whether the
+// group moved (redirect) or stays (fence lifted, T's staging dropped). A
+// node restarted with a fence record settles it the same way (Recover)
+// before the group takes a publish.
 //
 // Replicated (KindReplicated): propose_members (T a learner), add_learner,
 // await_caught_up, promote, propose_members (T a voter), fence,

@@ -73,7 +73,11 @@ type Config struct {
 	Replicas Replicas
 	Home     Fencer
 	// Peers reach the targets (nil: a node alone, which moves nothing).
-	Peers      Caller
+	Peers Caller
+	// Dir keeps the fence records (fences.go): a node restarted during a
+	// handover fences those groups again until it settles them. Empty:
+	// no records (tests).
+	Dir        string
 	Clock      clock.Clock
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
@@ -126,6 +130,9 @@ type Driver struct {
 		queued  map[string]bool
 		retry   map[string]retryState
 		recent  []Migration // newest last
+		// recover: the fence records found at start, by group, until
+		// each is settled.
+		recover map[string]fenceRecord
 	}
 }
 
@@ -159,6 +166,24 @@ func New(cfg Config) (*Driver, error) {
 	d.mu.running = map[string]*Migration{}
 	d.mu.queued = map[string]bool{}
 	d.mu.retry = map[string]retryState{}
+	d.mu.recover = map[string]fenceRecord{}
+	if cfg.Dir != "" {
+		// Before the home side serves anything (the node starts its
+		// peer links after this): a group this node may have handed
+		// over while it was down takes no publish until settled.
+		fences, err := readFences(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fences {
+			if err := cfg.Home.Fence(context.Background(), f.Group, f.To); err != nil {
+				return nil, fmt.Errorf("migration: fencing %s again: %w", f.Group, err)
+			}
+			d.mu.recover[f.Group] = f
+			cfg.Log.Warn("migration: restarted during a handover; the group stays fenced until the record says whose it is",
+				"group", f.Group, "to", f.To, "epoch", f.Epoch)
+		}
+	}
 	return d, nil
 }
 
@@ -201,6 +226,23 @@ func (d *Driver) watch(ctx context.Context) {
 func (d *Driver) dispatch(ctx context.Context) time.Duration {
 	now := d.clock.Now()
 	var next time.Duration
+	d.mu.Lock()
+	var recovering []string
+	for id := range d.mu.recover {
+		if d.mu.running[id] == nil && !d.mu.queued[id] {
+			d.mu.queued[id] = true
+			recovering = append(recovering, id)
+		}
+	}
+	d.mu.Unlock()
+	slices.Sort(recovering)
+	for _, id := range recovering {
+		select {
+		case d.work <- id:
+		case <-ctx.Done():
+			return 0
+		}
+	}
 	for _, g := range d.cfg.Meta.State().Decisions(d.cfg.NodeID) {
 		d.mu.Lock()
 		busy := d.mu.running[g.ID] != nil || d.mu.queued[g.ID]
@@ -252,6 +294,18 @@ func (d *Driver) worker(ctx context.Context) {
 func (d *Driver) migrate(ctx context.Context, id string) {
 	st := d.cfg.Meta.State()
 	rec, ok := st.Group(id)
+	d.mu.Lock()
+	f, recovering := d.mu.recover[id]
+	d.mu.Unlock()
+	if recovering {
+		m, a := Recover(d.cfg.NodeID, id, f.To, f.Epoch, f.Reason)
+		d.execute(ctx, m, a, rec, &Migration{Group: id, From: m.From, To: m.To, Reason: f.Reason, Kind: m.Kind,
+			State: StateRunning, Started: d.clock.Now()})
+		d.mu.Lock()
+		delete(d.mu.recover, id)
+		d.mu.Unlock()
+		return
+	}
 	if !ok || rec.Desired == nil || rec.Home != d.cfg.NodeID {
 		return
 	}
@@ -263,9 +317,13 @@ func (d *Driver) migrate(ctx context.Context, id string) {
 	if !ok {
 		return
 	}
-	start := d.clock.Now()
-	mig := &Migration{Group: id, From: m.From, To: m.To, Reason: rec.Desired.Reason, Kind: m.Kind,
-		Decision: rec.Desired.Index, State: StateRunning, Started: start}
+	d.execute(ctx, m, a, rec, &Migration{Group: id, From: m.From, To: m.To, Reason: rec.Desired.Reason, Kind: m.Kind,
+		Decision: rec.Desired.Index, State: StateRunning, Started: d.clock.Now()})
+}
+
+// execute runs machine m from its first action a, recording it in mig.
+func (d *Driver) execute(ctx context.Context, m *Machine, a Action, rec fsm.Group, mig *Migration) {
+	id, start := m.Group, mig.Started
 	d.mu.Lock()
 	d.mu.running[id] = mig
 	d.mu.Unlock()
@@ -285,7 +343,7 @@ func (d *Driver) migrate(ctx context.Context, id string) {
 		d.mu.Lock()
 		mig.Step = a.Op
 		d.mu.Unlock()
-		if a.Op == OpFence && pauseStart.IsZero() {
+		if (a.Op == OpFence || m.Kind == KindRecover) && pauseStart.IsZero() {
 			pauseStart = d.clock.Now()
 		}
 		t0 := d.clock.Now()

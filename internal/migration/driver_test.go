@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -61,8 +62,9 @@ type noReplicas struct{}
 func (noReplicas) Get(string) *replicas.Replica { return nil }
 
 type fakeFencer struct {
-	mu     sync.Mutex
-	fenced map[string]bool
+	mu         sync.Mutex
+	fenced     map[string]bool
+	redirected map[string]string
 }
 
 func (f *fakeFencer) Fence(_ context.Context, g, _ string) error {
@@ -72,10 +74,16 @@ func (f *fakeFencer) Fence(_ context.Context, g, _ string) error {
 	return nil
 }
 
-func (f *fakeFencer) Unfence(g, _ string, _ bool) {
+func (f *fakeFencer) Unfence(g, to string, redirect bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.fenced, g)
+	if redirect {
+		if f.redirected == nil {
+			f.redirected = map[string]string{}
+		}
+		f.redirected[g] = to
+	}
 }
 
 type downPeers struct{}
@@ -135,4 +143,56 @@ func TestDriverFailsWithdrawsAndRetries(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestDriverRecoversFromAFenceRecord: a node that restarts with a fence
+// record (it sent a switch request and did not learn the outcome) fences
+// the group before anything else, proposes the record unchanged at the
+// switch's epoch, and lifts the fence when that commits (the target's
+// switch can no longer), or redirects to the target when the target's
+// switch had committed; the record is removed either way.
+func TestDriverRecoversFromAFenceRecord(t *testing.T) {
+	for _, switched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("target switched %v", switched), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newHandoverMeta(t)
+				if switched {
+					m.must(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g", Home: "b", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(200, 0), Handover: []string{"b"}}))
+				}
+				dir := t.TempDir()
+				if err := writeFence(dir, fenceRecord{Group: "g", To: "b", Epoch: 2, Reason: fsm.ReasonManual}); err != nil {
+					t.Fatal(err)
+				}
+				fencer := &fakeFencer{fenced: map[string]bool{}}
+				d, err := New(Config{NodeID: "a", Workers: 2, Meta: m, Replicas: noReplicas{}, Home: fencer, Peers: downPeers{}, Dir: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !fencer.fenced["g"] {
+					t.Fatal("the group is not fenced once the driver is built (before the node serves)")
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); d.Run(ctx) }()
+				time.Sleep(100 * time.Millisecond) // lint:sleep-ok fake time: the settling
+				synctest.Wait()
+				cancel()
+				<-done
+				g, _ := m.State().Group("g")
+				fencer.mu.Lock()
+				defer fencer.mu.Unlock()
+				switch {
+				case fencer.fenced["g"]:
+					t.Error("still fenced")
+				case switched && (g.Home != "b" || fencer.redirected["g"] != "b"):
+					t.Errorf("record %+v, redirected %v: want the target's, redirected there", g, fencer.redirected)
+				case !switched && (g.Home != "a" || g.Epoch != 2 || fencer.redirected["g"] != ""):
+					t.Errorf("record %+v, redirected %v: want home a at epoch 2, taking publishes again", g, fencer.redirected)
+				}
+				if fences, err := readFences(dir); err != nil || len(fences) != 0 {
+					t.Errorf("fence records left: %+v, %v", fences, err)
+				}
+			})
+		})
+	}
 }

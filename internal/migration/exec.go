@@ -24,19 +24,32 @@ type exec struct {
 	// next is the position after the snapshot the target was sent: the
 	// tail starts there.
 	next uint64
-	// served is when the target was first seen serving the group.
+	// served is when the target was first seen serving the group (an
+	// estimate on this node's clock: see servedAt).
 	served time.Time
+	// watched: the answer of an await posted to the target when the lead
+	// transfer started (the zero time if it did not serve by then).
+	watched chan time.Time
 }
 
 func failedOutcome(err error) Outcome { return Outcome{Result: ResultFailed, Err: err.Error()} }
 
 // do carries out a and says how it went.
-func (x *exec) do(ctx context.Context, a Action) Outcome {
-	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+func (x *exec) do(parent context.Context, a Action) Outcome {
+	ctx, cancel := context.WithTimeout(parent, stepTimeout)
 	defer cancel()
 	d, g := x.d, x.m.Group
 	switch a.Op {
 	case OpFence:
+		if x.m.Kind == KindHandover && d.cfg.Dir != "" {
+			// Once the switch request is sent the target may switch: a
+			// restart must not find the group unfenced (fences.go).
+			// Recorded before the fence, so its sync is not in the pause.
+			f := fenceRecord{Group: g, To: a.Node, Epoch: x.m.rec.Epoch + 1, Reason: x.m.Reason}
+			if err := writeFence(d.cfg.Dir, f); err != nil {
+				return failedOutcome(err)
+			}
+		}
 		if err := d.cfg.Home.Fence(ctx, g, a.Node); err != nil {
 			// A fence that did not drain is still a fence: the machine
 			// lifts it.
@@ -45,11 +58,17 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		return Outcome{Result: ResultOK}
 	case OpUnfence:
 		d.cfg.Home.Unfence(g, a.Node, a.Redirect)
+		if d.cfg.Dir != "" {
+			// Settled: a restart need not fence the group again.
+			if err := removeFence(d.cfg.Dir, g); err != nil {
+				d.log.Warn("migration: removing a fence record", "group", g, "err", err)
+			}
+		}
 		return Outcome{Result: ResultOK}
 	case OpSendSnapshot:
 		return x.sendSnapshot(ctx, a.Node)
-	case OpSendTail:
-		return x.sendTail(ctx, a.Node)
+	case OpSwitch:
+		return x.sendTail(ctx, a)
 	case OpAbort:
 		_, err := x.call(ctx, a.Node, request{Kind: reqAbort, Group: g, ID: x.m.decision()})
 		if err != nil {
@@ -58,8 +77,8 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		return Outcome{Result: ResultOK}
 	case OpProposeHome:
 		// Proposed without waiting for this node's copy to apply it (a
-		// follower learns a commit up to a commit timeout later): the
-		// pause ends when the target serves, which needs its copy only.
+		// follower learns a commit up to a commit timeout later). With
+		// Home this node, the reclaim after a switch of unknown outcome.
 		c := fsm.HomeChange{Group: g, Home: a.Home, Epoch: a.Epoch, Reason: a.Reason, At: d.clock.Now(), Handover: a.Voters}
 		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupHome(c))
 		o := proposal(res, err)
@@ -70,7 +89,14 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 	case OpProposeMembers:
 		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{Group: g, Epoch: a.Epoch, Voters: a.Voters, Learners: a.Learners}))
 		return proposal(res, err)
-	case OpAddLearner, OpPromote, OpRemove, OpTransfer:
+	case OpTransfer:
+		// The target is asked now to answer once it leads: its answer
+		// says how long after it arrived that was, which times the
+		// pause's end (the old home learns of the transfer when the
+		// target's election reaches it, later).
+		x.watch(parent, a.Node)
+		return x.membership(ctx, a)
+	case OpAddLearner, OpPromote, OpRemove:
 		return x.membership(ctx, a)
 	case OpAwaitCaughtUp:
 		r := d.cfg.Replicas.Get(g)
@@ -86,7 +112,19 @@ func (x *exec) do(ctx context.Context, a Action) Outcome {
 		// The pause ends when the target serves the group (its replica
 		// open and leading); the step when this node's copy of the
 		// record names it too (a replicated group's new home claims it
-		// once it leads).
+		// once it leads). A switch's answer may have said it serves, or
+		// the await posted when the transfer started.
+		if x.watched != nil {
+			select {
+			case at := <-x.watched:
+				x.served = at
+			case <-ctx.Done():
+			}
+			x.watched = nil
+		}
+		if !x.served.IsZero() {
+			return x.awaitRecord(ctx, a.Node)
+		}
 		return x.poll(ctx, a.Node, reqAwait, func(resp response) bool {
 			if resp.Open && resp.Leader && x.served.IsZero() {
 				x.served = d.clock.Now()
@@ -223,8 +261,10 @@ func (x *exec) sendSnapshot(ctx context.Context, node string) Outcome {
 }
 
 // sendTail sends the records appended since the snapshot; the last
-// request installs the log on the target.
-func (x *exec) sendTail(ctx context.Context, node string) Outcome {
+// request (reqSwitch) makes the target install the log and propose the
+// switch (a.Epoch, itself home). Its answer says when the target started
+// serving the group, which ends the pause (x.served).
+func (x *exec) sendTail(ctx context.Context, a Action) Outcome {
 	r := x.d.cfg.Replicas.Get(x.m.Group)
 	if r == nil {
 		return failedOutcome(errors.New("no replica here"))
@@ -240,17 +280,77 @@ func (x *exec) sendTail(ctx context.Context, node string) Outcome {
 			}
 		}
 		last := len(recs) == 0 || recs[len(recs)-1].Seq+1 >= end
-		resp, err := x.call(ctx, node, request{Kind: reqTail, Group: x.m.Group, ID: x.m.decision(), Last: last, Records: recs})
-		if err != nil {
-			return failedOutcome(err)
-		}
+		req := request{Kind: reqTail, Group: x.m.Group, ID: x.m.decision(), Records: recs}
 		if last {
-			if resp.Next != end {
-				return failedOutcome(fmt.Errorf("the target's log ends at position %d, this one's at %d", resp.Next, end))
-			}
+			req.Kind, req.Last, req.End, req.Epoch, req.Reason = reqSwitch, true, end, a.Epoch, string(a.Reason)
+		}
+		sent := x.d.clock.Now()
+		resp, err := x.call(ctx, a.Node, req)
+		switch {
+		case err != nil && resp.Reason != "":
+			// Refused by the target: it proposed nothing, or its
+			// proposal lost to another change.
+			return failedOutcome(err)
+		case err != nil && last:
+			// No answer: the target may have switched.
+			return Outcome{Result: ResultUnknown, Err: err.Error()}
+		case err != nil:
+			return failedOutcome(err)
+		case !last:
+			from = recs[len(recs)-1].Seq + 1
+			continue
+		}
+		if resp.Served {
+			x.served = servedAt(sent, x.d.clock.Now(), resp.ServedAfter)
+		}
+		return Outcome{Result: ResultOK}
+	}
+}
+
+// servedAt estimates, on this node's clock, when the target started
+// serving: the request was sent at sent and answered at got, and the
+// target served after it had held it for after (its clock). The network's
+// share of the round trip is taken as the same both ways, so the
+// estimate needs no common clock; with the same delay each way it is
+// exact.
+func servedAt(sent, got time.Time, after time.Duration) time.Time {
+	rtt := got.Sub(sent)
+	if after < 0 || after > rtt {
+		return got // clocks that disagree: no better than the answer's arrival
+	}
+	return sent.Add((rtt-after)/2 + after)
+}
+
+// watch posts an await to node, answered once it serves the group (or
+// after awaitMax); x.watched gets when it started serving, by servedAt.
+func (x *exec) watch(ctx context.Context, node string) {
+	ch := make(chan time.Time, 1)
+	x.watched = ch
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*awaitMax)
+		defer cancel()
+		sent := x.d.clock.Now()
+		resp, err := x.call(ctx, node, request{Kind: reqAwait, Group: x.m.Group})
+		var at time.Time
+		if err == nil && resp.Served {
+			at = servedAt(sent, x.d.clock.Now(), resp.ServedAfter)
+		}
+		ch <- at
+	}()
+}
+
+// awaitRecord waits until this node's copy of the record names node home.
+func (x *exec) awaitRecord(ctx context.Context, node string) Outcome {
+	for {
+		ch := x.d.cfg.Meta.Changed()
+		if rec, ok := x.d.cfg.Meta.State().Group(x.m.Group); ok && rec.Home == node {
 			return Outcome{Result: ResultOK}
 		}
-		from = recs[len(recs)-1].Seq + 1
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return failedOutcome(fmt.Errorf("waiting for the record to name %s: %w", node, ctx.Err()))
+		}
 	}
 }
 

@@ -3,15 +3,20 @@ package migration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/replicas"
 	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/sequencer"
+	"github.com/sextantmq/sextant/internal/sequencer/replica"
 	"github.com/sextantmq/sextant/internal/topiclog"
 )
 
@@ -31,9 +36,47 @@ func (o oneReplica) Get(id string) *replicas.Replica {
 	return nil
 }
 
+// openOnRecord is the target's replica set: it runs group g (on the log
+// installed in dir) once the record names this node ("b").
+type openOnRecord struct {
+	t        *testing.T
+	meta     *fakeMeta
+	dir      string
+	opts     topiclog.Options
+	r        *replicas.Replica
+	expected atomic.Bool
+}
+
+func (o *openOnRecord) Expect(rec fsm.Group) {
+	if rec.Home == "b" {
+		o.expected.Store(true)
+	}
+}
+
+func (o *openOnRecord) Get(id string) *replicas.Replica {
+	if rec, ok := o.meta.State().Group(id); (!ok || rec.Home != "b") && !o.expected.Load() {
+		return nil
+	}
+	if o.r == nil {
+		seq, err := sequencer.Open(topiclog.OSFS{}, filepath.Join(o.dir, replication.GroupID(id).DirName(), "log"), sequencer.Options{BatchEntries: true, Log: o.opts})
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		o.t.Cleanup(func() { _ = seq.Close() })
+		rep, err := replication.NewSingle[sequencer.Result](replication.GroupID(id), replica.New(seq), replication.SingleConfig{NodeID: "b"})
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		o.t.Cleanup(func() { _ = rep.Close() })
+		o.r = &replicas.Replica{ID: id, Seq: seq, Rep: rep}
+	}
+	return o.r
+}
+
 // TestHandoverInstallsAnEqualLog: the snapshot, sent in many chunks while
 // publishes go on, then the tail, leave the target a log equal to the old
-// home's, installed where its replica set opens the group; a second
+// home's, installed where its replica set opens the group; the target
+// then switches the record to itself and answers that it serves; a second
 // handover of a group the target already runs is refused.
 func TestHandoverInstallsAnEqualLog(t *testing.T) {
 	old := chunkBytes
@@ -62,9 +105,12 @@ func TestHandoverInstallsAnEqualLog(t *testing.T) {
 	}
 	publish(300)
 	dstDir := t.TempDir()
-	rv := NewReceiver(dstDir, oneReplica{}, opts, nil, nil)
-	d := &Driver{cfg: Config{Peers: direct{rv}}}
-	rec := fsm.Group{ID: "g", Home: "a", Voters: []string{"a"}, Epoch: 1, Desired: &fsm.Desired{Home: "b", Voters: []string{"b"}, Index: 9}}
+	meta := newHandoverMeta(t)
+	target := &openOnRecord{t: t, meta: meta, dir: dstDir, opts: opts}
+	rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dstDir, Groups: target, Meta: meta, Log: opts})
+	defer rv.Close()
+	d := &Driver{cfg: Config{Peers: direct{rv}, Meta: meta}, clock: clock.Real{}}
+	rec, _ := meta.State().Group("g")
 	x := &exec{d: d, m: &Machine{Group: "g", rec: rec}}
 	d.cfg.Replicas = oneReplica{&replicas.Replica{ID: "g", Seq: src}}
 	ctx := context.Background()
@@ -72,14 +118,16 @@ func TestHandoverInstallsAnEqualLog(t *testing.T) {
 		t.Fatalf("snapshot: %+v", o)
 	}
 	publish(200) // the tail
-	if o := x.sendTail(ctx, "b"); o.Result != ResultOK {
-		t.Fatalf("tail: %+v", o)
+	if o := x.sendTail(ctx, Action{Op: OpSwitch, Node: "b", Epoch: 2, Reason: fsm.ReasonManual}); o.Result != ResultOK {
+		t.Fatalf("tail and switch: %+v", o)
 	}
-	dst, err := sequencer.Open(topiclog.OSFS{}, filepath.Join(dstDir, replication.GroupID("g").DirName(), "log"), sequencer.Options{BatchEntries: true, Log: opts})
-	if err != nil {
-		t.Fatal(err)
+	if g, _ := meta.State().Group("g"); g.Home != "b" || g.Epoch != 2 || len(g.Voters) != 1 || g.Voters[0] != "b" || g.HomeReason != fsm.ReasonManual {
+		t.Fatalf("after the switch the record is %+v", g)
 	}
-	defer dst.Close()
+	if x.served.IsZero() || !target.expected.Load() {
+		t.Errorf("the target's answer did not say it serves the group, or it did not open it on the switch's answer")
+	}
+	dst := target.Get("g").Seq
 	a, _ := src.ReadRaw(1, 1<<20, 64<<20)
 	b, _ := dst.ReadRaw(1, 1<<20, 64<<20)
 	if len(a) != 500 || len(a) != len(b) {
@@ -94,8 +142,175 @@ func TestHandoverInstallsAnEqualLog(t *testing.T) {
 		t.Errorf("applied %d, old home %d", dst.Applied(), src.Applied())
 	}
 	// The target runs the group now: another handover is refused.
-	rv.groups = oneReplica{&replicas.Replica{ID: "g", Seq: dst}}
 	if o := x.sendSnapshot(ctx, "b"); o.Result != ResultFailed {
 		t.Fatalf("snapshot to a node that runs the group: %+v", o)
+	}
+}
+
+// newHandoverMeta is a metadata group with nodes a and b and group g homed
+// on a (epoch 1), with a decision to move it to b.
+func newHandoverMeta(t *testing.T) *fakeMeta {
+	m := newFakeMeta()
+	for _, id := range []string{"a", "b"} {
+		m.must(t, fsm.RegisterNode(testNode(id)))
+	}
+	now := time.Unix(100, 0)
+	m.must(t, fsm.CreateGroup(fsm.Group{ID: "g", Rule: "g/#", Home: "a", Voters: []string{"a"}, Created: now}))
+	m.must(t, fsm.SetGroupDesired(fsm.DesiredChange{Group: "g", Epoch: 1, Home: "b", Voters: []string{"b"}, Reason: fsm.ReasonManual, At: now}))
+	return m
+}
+
+// lossy routes MethodMigrate calls to a Receiver, losing the switch
+// request's answer (the target switched; the old home does not know) or
+// the request itself (kept, to be delivered late).
+type lossy struct {
+	rv       *Receiver
+	loseWhat string // "answer" or "request"
+	late     []byte
+	// fences: the old home's fence records; recorded: one was there
+	// when the switch request went out.
+	fences   string
+	recorded bool
+}
+
+func (l *lossy) Call(ctx context.Context, _ string, _ byte, body []byte) ([]byte, error) {
+	req, err := decodeRequest(body)
+	if err == nil && req.Kind == reqSwitch {
+		f, _ := readFences(l.fences)
+		l.recorded = len(f) == 1 && f[0].Group == req.Group && f[0].Epoch == req.Epoch
+	}
+	if err == nil && req.Kind == reqSwitch && l.loseWhat != "" {
+		if l.loseWhat == "answer" {
+			_, _ = l.rv.Serve(ctx, "a", body)
+		} else {
+			l.late = body
+		}
+		return nil, errors.New("connection lost")
+	}
+	return l.rv.Serve(ctx, "a", body)
+}
+
+// sourceLog is an old home's log of n publishes.
+func sourceLog(t *testing.T, opts topiclog.Options, n int) *sequencer.Sequencer {
+	src, err := sequencer.Open(topiclog.OSFS{}, filepath.Join(t.TempDir(), "log"), sequencer.Options{BatchEntries: true, Log: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	for i := 1; i <= n; i++ {
+		cmd, err := sequencer.EncodeCommand(sequencer.PublishCommand(sequencer.Publish{Topic: "t/1", Message: []byte("m"), QoS: 1,
+			Key: sequencer.Key{Client: "c", PacketID: uint16(i), Nonce: uint64(i)}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Apply([]sequencer.Entry{{Index: uint64(i), Term: 1, Time: time.Unix(1700000000, 0), Cmd: cmd}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
+}
+
+// TestSwitchOutcomeUnknown runs a handover through the machine and the
+// driver's operations when the switch request or its answer is lost: the
+// old home proposes the record unchanged at the switch's epoch, and
+// exactly one of the two proposals commits. When the target's won, the
+// old home redirects and the migration is done; when the old home's won,
+// the fence is lifted, and the target's late request is refused (it never
+// serves the group). A switch refused outright (the record moved on) or a
+// tail that does not reach the old home's end switch nothing.
+func TestSwitchOutcomeUnknown(t *testing.T) {
+	opts := topiclog.Options{SegmentBytes: topiclog.MinSegmentBytes}
+	setup := func(t *testing.T, loseWhat string) (*fakeMeta, *openOnRecord, *lossy, *Driver, *fakeFencer) {
+		meta := newHandoverMeta(t)
+		dir := t.TempDir()
+		target := &openOnRecord{t: t, meta: meta, dir: dir, opts: opts}
+		rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: target, Meta: meta, Log: opts})
+		t.Cleanup(rv.Close)
+		peers := &lossy{rv: rv, loseWhat: loseWhat, fences: t.TempDir()}
+		fencer := &fakeFencer{fenced: map[string]bool{}}
+		d := &Driver{cfg: Config{NodeID: "a", Peers: peers, Meta: meta, Home: fencer, Dir: peers.fences,
+			Replicas: oneReplica{&replicas.Replica{ID: "g", Seq: sourceLog(t, opts, 50)}}}, clock: clock.Real{}}
+		return meta, target, peers, d, fencer
+	}
+	run := func(t *testing.T, d *Driver) (*Machine, []string) {
+		rec, _ := d.cfg.Meta.State().Group("g")
+		m, a, _ := Plan("a", rec)
+		x := &exec{d: d, m: m, rec: rec}
+		var trace []string
+		for more := true; more; {
+			o := x.do(context.Background(), a)
+			trace = append(trace, a.String()+" <- "+string(o.Result))
+			a, more = m.Step(o)
+		}
+		if f, err := readFences(d.cfg.Dir); err != nil || len(f) != 0 || !d.cfg.Peers.(*lossy).recorded {
+			t.Errorf("fence records %+v (%v) after the migration; one recorded during the switch: %v", f, err, d.cfg.Peers.(*lossy).recorded)
+		}
+		return m, trace
+	}
+	t.Run("the answer is lost: the target's switch won", func(t *testing.T) {
+		meta, target, _, d, fencer := setup(t, "answer")
+		m, trace := run(t, d)
+		if g, _ := meta.State().Group("g"); m.State != StateDone || g.Home != "b" || g.Epoch != 2 || len(fencer.fenced) != 0 || target.Get("g") == nil {
+			t.Fatalf("state %s (%s), record %+v, fenced %v:\n%s", m.State, m.Err, g, fencer.fenced, strings.Join(trace, "\n"))
+		}
+	})
+	t.Run("the request is lost: the old home's proposal won", func(t *testing.T) {
+		meta, target, peers, d, fencer := setup(t, "request")
+		m, trace := run(t, d)
+		if g, _ := meta.State().Group("g"); m.State != StateFailed || g.Home != "a" || g.Epoch != 2 || len(fencer.fenced) != 0 {
+			t.Fatalf("state %s (%s), record %+v, fenced %v:\n%s", m.State, m.Err, g, fencer.fenced, strings.Join(trace, "\n"))
+		}
+		// The request arrives late: the target's switch conflicts.
+		body, err := peers.rv.Serve(context.Background(), "a", peers.late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := decodeResponse(body)
+		if err != nil || resp.OK {
+			t.Fatalf("the late switch was answered %+v, %v; want refused", resp, err)
+		}
+		if g, _ := meta.State().Group("g"); g.Home != "a" || g.Epoch != 2 || target.Get("g") != nil {
+			t.Fatalf("after the late switch: record %+v, the target serves: %v", g, target.Get("g") != nil)
+		}
+	})
+	t.Run("refused outright", func(t *testing.T) {
+		meta, target, _, d, _ := setup(t, "")
+		meta.must(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g", Home: "a", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(200, 0)}))
+		rec, _ := meta.State().Group("g")
+		x := &exec{d: d, m: &Machine{Group: "g", rec: rec}}
+		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
+			t.Fatalf("snapshot: %+v", o)
+		}
+		if o := x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 2, Reason: fsm.ReasonManual}); o.Result != ResultFailed {
+			t.Fatalf("a switch at a taken epoch: %+v, want failed", o)
+		}
+		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
+			t.Fatalf("snapshot: %+v", o)
+		}
+		x.next-- // the tail would not reach the old home's end
+		if o := x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 3, Reason: fsm.ReasonManual}); o.Result != ResultFailed {
+			t.Fatalf("a tail short of the old home's end: %+v, want failed", o)
+		}
+		if g, _ := meta.State().Group("g"); g.Home != "a" || g.Epoch != 2 || target.Get("g") != nil {
+			t.Fatalf("record %+v, the target serves: %v", g, target.Get("g") != nil)
+		}
+	})
+}
+
+// TestServedAt: with the same delay each way, the estimate of when the
+// target started serving is exact; an answer that claims more time at the
+// target than the round trip took (clocks that disagree) falls back to
+// the answer's arrival.
+func TestServedAt(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	ms := time.Millisecond
+	// Sent at 0, 10 ms each way, served 20 ms after arriving: at 30.
+	if got := servedAt(t0, t0.Add(40*ms), 20*ms); !got.Equal(t0.Add(30 * ms)) {
+		t.Errorf("served at %v, want 30ms", got.Sub(t0))
+	}
+	for _, after := range []time.Duration{50 * ms, -ms} {
+		if got := servedAt(t0, t0.Add(40*ms), after); !got.Equal(t0.Add(40 * ms)) {
+			t.Errorf("after %v: served at %v, want the answer's arrival", after, got.Sub(t0))
+		}
 	}
 }

@@ -15,8 +15,8 @@ type Kind string
 // Kinds.
 const (
 	// KindHandover moves a group of one replica to a node that holds none:
-	// the old home's log goes to the target, then the record switches
-	// voters and home in one step (set_group_home with Handover).
+	// the old home's log goes to the target, which then switches the
+	// record's voters and home in one step (set_group_home with Handover).
 	KindHandover Kind = "handover"
 	// KindReplicated moves a replicated group's home: the target joins as
 	// a learner if it is not a replica, catches up, is promoted, and takes
@@ -25,6 +25,11 @@ const (
 	// KindSettle is the end of a replicated migration, on the new home:
 	// the replicas the decision does not keep are removed.
 	KindSettle Kind = "settle"
+	// KindRecover settles, on an old home that restarted, a handover
+	// whose switch it may have started (its fence record, fences.go):
+	// the record unchanged at the switch's epoch, then the fence lifted
+	// or turned into a redirect.
+	KindRecover Kind = "recover"
 )
 
 // Op is what an Action asks the driver to do.
@@ -40,11 +45,18 @@ const (
 	// "moving" (access nodes hold them) and waits for what it took to
 	// be applied.
 	OpFence Op = "fence"
-	// OpSendTail sends the records appended since the snapshot; the
-	// target's log is then equal to the old home's.
-	OpSendTail Op = "send_tail"
-	// OpProposeHome records the new home (epoch + 1); Voters set means a
-	// handover (the voters are replaced too).
+	// OpSwitch sends the records appended since the snapshot (the
+	// target's log is then equal to the old home's); the target installs
+	// the log, proposes the switch (set_group_home: Epoch, itself home and
+	// only voter) and answers once it serves the group. ok: switched;
+	// failed: the target refused before proposing, or its proposal lost
+	// (nothing switched); unknown: no answer (it may have switched).
+	OpSwitch Op = "send_tail_switch"
+	// OpProposeHome records a new home (epoch + 1); Voters set means a
+	// handover (the voters are replaced too). With Home the node running
+	// the migration, it is the reclaim after a switch of unknown outcome:
+	// the same epoch as the target's switch, so exactly one of the two
+	// commits, and the record says which.
 	OpProposeHome Op = "propose_home"
 	// OpProposeMembers records the voters and learners.
 	OpProposeMembers Op = "propose_members"
@@ -196,8 +208,7 @@ func Plan(self string, rec fsm.Group) (m *Machine, first Action, ok bool) {
 		m.queue = []Action{
 			{Op: OpSendSnapshot, Node: d.Home},
 			{Op: OpFence, Node: d.Home},
-			{Op: OpSendTail, Node: d.Home},
-			{Op: OpProposeHome, Home: d.Home, Epoch: rec.Epoch + 1, Reason: m.Reason, Voters: slices.Clone(d.Voters)},
+			{Op: OpSwitch, Node: d.Home, Home: d.Home, Epoch: rec.Epoch + 1, Reason: m.Reason},
 			{Op: OpUnfence, Node: d.Home, Redirect: true},
 			{Op: OpAwaitTarget, Node: d.Home},
 		}
@@ -210,6 +221,20 @@ func Plan(self string, rec fsm.Group) (m *Machine, first Action, ok bool) {
 		return m, Action{}, true
 	}
 	return m, m.next(), true
+}
+
+// Recover plans the settling of a handover of group from self to to that
+// self, restarted, may have left with its switch (at epoch) under way: the
+// group is fenced (since the restart) until the record says whose it is.
+func Recover(self, group, to string, epoch uint64, reason fsm.Reason) (*Machine, Action) {
+	m := &Machine{Group: group, Self: self, From: self, To: to, Kind: KindRecover, Reason: reason, State: StateRunning,
+		Paused: true, Err: "restarted during a handover"}
+	m.queue = []Action{
+		{Op: OpProposeHome, Node: to, Home: self, Epoch: epoch, Reason: reason},
+		{Op: OpUnfence, Node: to, Redirect: true},
+		{Op: OpAwaitTarget, Node: to},
+	}
+	return m, m.next()
 }
 
 func (m *Machine) replicatedActions() []Action {
@@ -291,6 +316,16 @@ func (m *Machine) Step(o Outcome) (Action, bool) {
 	if o.Record != nil {
 		m.rec = *o.Record
 	}
+	if a.Op == OpSwitch && o.Result == ResultUnknown {
+		// The target may have switched: propose the record unchanged at
+		// the switch's epoch; whichever of the two commits decides.
+		m.Err = string(a.Op) + ": " + describe(o)
+		m.queue = append([]Action{{Op: OpProposeHome, Node: m.To, Home: m.Self, Epoch: a.Epoch, Reason: m.Reason}}, m.queue...)
+		return m.next(), true
+	}
+	if a.Op == OpProposeHome && a.Home == m.Self {
+		return m.reclaimed(a, o)
+	}
 	switch o.Result {
 	case ResultOK:
 	case ResultUnknown:
@@ -321,6 +356,41 @@ func (m *Machine) Step(o Outcome) (Action, bool) {
 		m.State = StateDone
 		return Action{}, false
 	}
+	return m.next(), true
+}
+
+// reclaimed takes the outcome of the reclaim a (the record unchanged at
+// the epoch of a switch whose outcome was unknown).
+func (m *Machine) reclaimed(a Action, o Outcome) (Action, bool) {
+	switch {
+	case o.Result == ResultUnknown:
+		m.queue = append([]Action{a}, m.queue...) // made again: it commits once or conflicts
+		return m.next(), true
+	case o.Result == ResultOK,
+		o.Result == ResultConflict && o.Record != nil && o.Record.Home == m.Self && o.Record.Epoch >= a.Epoch:
+		// The reclaim won (now or in an earlier attempt; or the record
+		// names this node at a later epoch still): the target's switch
+		// cannot commit; the group stays here.
+		m.failing = true
+		m.Err += "; the reclaim committed: the group stays here"
+		m.queue = []Action{{Op: OpUnfence, Node: m.To}, {Op: OpAbort, Node: m.To}}
+		return m.next(), true
+	case o.Result == ResultConflict && o.Record != nil && o.Record.Home == m.To && o.Record.Epoch == a.Epoch:
+		// The target's switch won: the migration is done.
+		m.Err = ""
+		return m.next(), true
+	}
+	// Another change, or a refusal (the group deleted): the record does
+	// not name this node at the switch's epoch, so the group must not
+	// take publishes here again; its batches are sent to whoever the
+	// record names.
+	to := m.To
+	if o.Record != nil && o.Record.Home != "" {
+		to = o.Record.Home
+	}
+	m.failing = true
+	m.Err += "; then " + string(a.Op) + ": " + describe(o)
+	m.queue = []Action{{Op: OpUnfence, Node: to, Redirect: true}}
 	return m.next(), true
 }
 

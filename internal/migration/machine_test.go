@@ -33,34 +33,44 @@ func TestMachineTrace(t *testing.T) {
 	three := rec("a", 2, []string{"a", "c", "d"}, nil, "b", []string{"b", "c", "d"}, fsm.ReasonViolation)
 	moved := one
 	moved.Home, moved.Voters, moved.Epoch, moved.Desired = "b", []string{"b"}, 5, nil
-	other := one
-	other.Home, other.Epoch = "a", 5
+	reclaimed := one
+	reclaimed.Epoch = 5
+	elsewhere := one
+	elsewhere.Home, elsewhere.Voters, elsewhere.Epoch = "c", []string{"c"}, 5
 	settle := rec("b", 3, []string{"a", "c", "d", "b"}, nil, "b", []string{"b", "c", "d"}, fsm.ReasonViolation)
 	scenarios := []struct {
 		name     string
 		self     string
 		rec      fsm.Group
 		outcomes []Outcome
+		recover  bool // Recover (a restart during the handover) rather than Plan
 	}{
-		{"replicas 1: handover", "a", one, []Outcome{ok(), ok(), ok(), ok(), ok(), ok()}},
-		{"replicas 1: snapshot fails", "a", one, []Outcome{failed("link down"), ok()}},
-		{"replicas 1: tail fails, fence lifted", "a", one, []Outcome{ok(), ok(), failed("link down"), ok(), ok()}},
-		{"replicas 1: switch unknown, then committed", "a", one, []Outcome{ok(), ok(), ok(), unknown(), conflict(moved), ok(), ok()}},
-		{"replicas 1: switch loses to another change", "a", one, []Outcome{ok(), ok(), ok(), conflict(other), ok(), ok()}},
-		{"replicas 1: target slow to serve", "a", one, []Outcome{ok(), ok(), ok(), ok(), ok(), failed("deadline")}},
-		{"replicas 3: new replica, then lead", "a", three, []Outcome{ok(), ok(), ok(), ok(), ok(), ok(), ok(), ok(), ok()}},
+		{"replicas 1: handover", "a", one, []Outcome{ok(), ok(), ok(), ok(), ok()}, false},
+		{"replicas 1: snapshot fails", "a", one, []Outcome{failed("link down"), ok()}, false},
+		{"replicas 1: tail refused or switch lost, fence lifted", "a", one, []Outcome{ok(), ok(), failed("the switch was refused"), ok(), ok()}, false},
+		{"replicas 1: switch unknown, the target's switch won", "a", one, []Outcome{ok(), ok(), unknown(), conflict(moved), ok(), ok()}, false},
+		{"replicas 1: switch unknown, the reclaim wins", "a", one, []Outcome{ok(), ok(), unknown(), ok(), ok(), ok()}, false},
+		{"replicas 1: switch and reclaim unknown, an earlier reclaim won", "a", one, []Outcome{ok(), ok(), unknown(), unknown(), conflict(reclaimed), ok(), ok()}, false},
+		{"replicas 1: switch unknown, the record moved elsewhere", "a", one, []Outcome{ok(), ok(), unknown(), conflict(elsewhere), ok()}, false},
+		{"replicas 1: target slow to serve", "a", one, []Outcome{ok(), ok(), ok(), ok(), failed("deadline")}, false},
+		{"replicas 3: new replica, then lead", "a", three, []Outcome{ok(), ok(), ok(), ok(), ok(), ok(), ok(), ok(), ok()}, false},
 		{"replicas 3: leadership only", "a", rec("a", 2, []string{"a", "b", "c"}, nil, "b", []string{"b", "a", "c"}, fsm.ReasonOverload),
-			[]Outcome{ok(), ok(), ok(), ok()}},
+			[]Outcome{ok(), ok(), ok(), ok()}, false},
 		{"replicas 3: transfer fails", "a", rec("a", 2, []string{"a", "b", "c"}, nil, "b", []string{"b", "a", "c"}, fsm.ReasonManual),
-			[]Outcome{ok(), failed("not caught up"), ok()}},
-		{"replicas 3: the new home settles", "b", settle, []Outcome{ok(), ok()}},
-		{"not the home", "b", one, nil},
+			[]Outcome{ok(), failed("not caught up"), ok()}, false},
+		{"replicas 3: the new home settles", "b", settle, []Outcome{ok(), ok()}, false},
+		{"not the home", "b", one, nil, false},
+		{"recover after a restart: the reclaim wins", "a", one, []Outcome{ok(), ok(), ok()}, true},
+		{"recover after a restart: the target's switch had won", "a", one, []Outcome{conflict(moved), ok(), ok()}, true},
 	}
 	var out strings.Builder
 	for _, sc := range scenarios {
 		fmt.Fprintf(&out, "== %s (on %s: home %s epoch %d voters %v learners %v; decided %s %v %s)\n", sc.name, sc.self,
 			sc.rec.Home, sc.rec.Epoch, sc.rec.Voters, sc.rec.Learners, sc.rec.Desired.Home, sc.rec.Desired.Voters, sc.rec.Desired.Reason)
 		m, a, ok := Plan(sc.self, sc.rec)
+		if sc.recover {
+			m, a = Recover(sc.self, sc.rec.ID, sc.rec.Desired.Home, sc.rec.Epoch+1, fsm.ReasonManual)
+		}
 		if !ok {
 			out.WriteString("   nothing to do here\n")
 			continue
@@ -134,4 +144,6 @@ func TestMachineNeverEndsFenced(t *testing.T) {
 		m, a, _ := Plan("a", g)
 		walk(*m, a, 0, 0)
 	}
+	m, a := Recover("a", "g", "b", 5, fsm.ReasonManual)
+	walk(*m, a, 0, 0)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
+	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/replicas"
 	"github.com/sextantmq/sextant/internal/replication"
 	"github.com/sextantmq/sextant/internal/topiclog"
@@ -24,25 +25,66 @@ type Replicas interface {
 
 var _ Replicas = (*replicas.Set)(nil)
 
+// TargetReplicas is the replica set as the receiving side needs it
+// (*replicas.Set): Expect opens a group whose switch committed before the
+// node's metadata copy shows it.
+type TargetReplicas interface {
+	Replicas
+	Expect(rec fsm.Group)
+}
+
+var _ TargetReplicas = (*replicas.Set)(nil)
+
 // Waiting for a group to be served here (reqAwait).
 const (
 	awaitMax  = time.Second
 	awaitPoll = time.Millisecond
 )
 
+// switchTimeout bounds the target's switch: its proposal, made again
+// while its outcome is unknown (the epoch precondition makes repeats
+// safe). The old home, whose call may end first, settles the outcome with
+// its own proposal at the same epoch (see Machine).
+const switchTimeout = 10 * time.Second
+
 // Receiver is the target's side of a handover: it stages the snapshot and
-// the tail a group's old home sends, and installs the log where the node's
-// replica set opens it once the record names this node. It also answers
-// the old home's questions about this node's replica of a group.
+// the tail a group's old home sends, installs the log where the node's
+// replica set opens it, and proposes the switch that names this node home.
+// It also answers the old home's questions about this node's replica of a
+// group.
 type Receiver struct {
+	self   string
 	dir    string // the node's groups directory (replicas.Config.Dir)
-	groups Replicas
+	groups TargetReplicas
+	meta   Meta
 	clock  clock.Clock
 	opts   topiclog.Options
 	log    *slog.Logger
 
+	// nudges: the proposals made after a switch, not waited for (see
+	// nudge); Close ends and waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	nudges sync.WaitGroup
+
 	mu     sync.Mutex
 	staged map[string]*staging
+}
+
+// ReceiverConfig configures a Receiver.
+type ReceiverConfig struct {
+	NodeID string
+	// Dir is the node's groups directory (replicas.Config.Dir); Groups
+	// the replica set that opens groups there.
+	Dir    string
+	Groups TargetReplicas
+	// Meta takes the switch's proposal (nil: a switch is refused).
+	Meta Meta
+	// Log is the topic-log options the replica set opens a group of one
+	// replica with (segment size).
+	Log    topiclog.Options
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // staging is one group's handover in progress here.
@@ -56,18 +98,19 @@ type staging struct {
 	gone bool          // aborted or installed
 }
 
-// NewReceiver returns the receiving side over the groups in dir; opts are
-// the topic-log options the replica set opens a group of one replica with
-// (segment size).
-func NewReceiver(dir string, groups Replicas, opts topiclog.Options, clk clock.Clock, log *slog.Logger) *Receiver {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewReceiver returns the receiving side of handovers.
+func NewReceiver(cfg ReceiverConfig) *Receiver {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if clk == nil {
-		clk = clock.Real{}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
+	opts := cfg.Log
 	opts.Sync = topiclog.SyncNone // Close syncs; the install is after it
-	return &Receiver{dir: dir, groups: groups, clock: clk, opts: opts, log: log, staged: map[string]*staging{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Receiver{self: cfg.NodeID, dir: cfg.Dir, groups: cfg.Groups, meta: cfg.Meta, clock: cfg.Clock, opts: opts,
+		log: cfg.Logger, ctx: ctx, cancel: cancel, staged: map[string]*staging{}}
 }
 
 // groupDir is where the replica set keeps group id (replicas.Set).
@@ -77,11 +120,24 @@ func (rv *Receiver) groupDir(id string) string {
 
 // Serve answers a MethodMigrate request.
 func (rv *Receiver) Serve(ctx context.Context, from string, body []byte) ([]byte, error) {
+	arrived := rv.clock.Now()
 	req, err := decodeRequest(body)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := rv.serve(ctx, req)
+	if err == nil && req.Kind == reqAwait && resp.Open && resp.Leader {
+		resp.Served, resp.ServedAfter = true, rv.clock.Now().Sub(arrived)
+	}
+	if err == nil && req.Kind == reqSwitch {
+		resp, err = rv.switchHome(ctx, req, arrived)
+		if errors.Is(err, errSwitchUnknown) {
+			// Not an answer: the old home learns the outcome from the
+			// record (its own proposal at the same epoch).
+			rv.log.Warn("migration: the switch's outcome is unknown", "group", req.Group, "from", from, "err", err)
+			return nil, err
+		}
+	}
 	if err != nil {
 		rv.log.Warn("migration: refused a handover request", "group", req.Group, "from", from, "err", err)
 		resp = response{Reason: err.Error()}
@@ -120,6 +176,79 @@ func (rv *Receiver) await(ctx context.Context, group string) response {
 	}
 }
 
+// errSwitchUnknown: the switch may or may not have committed.
+var errSwitchUnknown = errors.New("migration: the switch's outcome is unknown")
+
+// switchHome proposes the switch once the handed-over log is installed:
+// set_group_home with the request's epoch (the group's + 1), this node
+// home and only voter. The old home proposed nothing: it waits, fenced,
+// for this answer, or settles the outcome itself with a proposal at the
+// same epoch if the answer does not come, so that exactly one of the two
+// commits. On a commit this node answers once it serves the group (its
+// replica set opened it on the installed log), saying when.
+func (rv *Receiver) switchHome(ctx context.Context, req request, arrived time.Time) (response, error) {
+	if rv.meta == nil {
+		return response{}, errors.New("this node takes no metadata proposals")
+	}
+	if req.Epoch < 2 || req.Reason == "" {
+		return response{}, fmt.Errorf("a switch to epoch %d, reason %q", req.Epoch, req.Reason)
+	}
+	ctx, cancel := context.WithTimeout(ctx, switchTimeout)
+	defer cancel()
+	c := fsm.HomeChange{Group: req.Group, Home: rv.self, Epoch: req.Epoch, Reason: fsm.Reason(req.Reason),
+		At: rv.clock.Now(), Handover: []string{rv.self}}
+	var rec fsm.Group
+	for {
+		res, err := rv.meta.Propose(ctx, fsm.SetGroupHome(c))
+		var fe *fsm.Error
+		if err == nil && res.Group != nil {
+			rec = *res.Group
+			break
+		}
+		if errors.Is(err, fsm.ErrConflict) && res.Group != nil && res.Group.Home == rv.self && res.Group.Epoch == req.Epoch {
+			rec = *res.Group // an earlier attempt committed
+			break
+		}
+		if err != nil && errors.As(err, &fe) {
+			// Refused by the state machine (the record moved on: the old
+			// home gave up first): this node does not take the group.
+			return response{}, fmt.Errorf("the switch was refused: %w", err)
+		}
+		t := rv.clock.NewTimer(proposeRetry)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return response{}, fmt.Errorf("%w: %w", errSwitchUnknown, err)
+		}
+	}
+	// Serve at once: the replica set opens the group on the record the
+	// answer brought, without waiting for this node's copy to learn it.
+	rv.groups.Expect(rec)
+	rv.nudge(rec)
+	st := rv.await(ctx, req.Group)
+	served := st.Open && st.Leader
+	rv.log.Info("migration: switched a handed-over group to this node", "group", req.Group, "epoch", rec.Epoch, "serving", served)
+	return response{OK: true, Next: st.Next, Served: served, ServedAfter: rv.clock.Now().Sub(arrived)}, nil
+}
+
+// nudge proposes a change that changes nothing (the record's own members)
+// right after the switch. The metadata leader tells followers of a commit
+// with its next append, or after its commit timeout when it has nothing to
+// append (tens of milliseconds); this append makes the access nodes (and
+// this node's copy, which opens the group) learn the new home one round
+// trip after the switch. It is not waited for.
+func (rv *Receiver) nudge(rec fsm.Group) {
+	rv.nudges.Add(1)
+	go func() {
+		defer rv.nudges.Done()
+		ctx, cancel := context.WithTimeout(rv.ctx, stepTimeout)
+		defer cancel()
+		_, _ = rv.meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{
+			Group: rec.ID, Epoch: rec.Epoch, Voters: rec.Voters, Learners: rec.Learners}))
+	}()
+}
+
 func (rv *Receiver) serve(ctx context.Context, req request) (response, error) {
 	switch req.Kind {
 	case reqStatus:
@@ -145,6 +274,8 @@ func (rv *Receiver) serve(ctx context.Context, req request) (response, error) {
 	var resp response
 	if req.Kind == reqChunk {
 		resp, err = rv.chunk(st, req)
+	} else if req.Kind == reqSwitch && !req.Last {
+		err = errors.New("a switch request is the tail's last")
 	} else {
 		resp, err = rv.tail(st, req)
 	}
@@ -227,6 +358,10 @@ func (rv *Receiver) tail(st *staging, req request) (response, error) {
 	if !req.Last {
 		return response{OK: true, Next: next}, nil
 	}
+	if req.Kind == reqSwitch && next != req.End {
+		// Not installed, not switched: the old home's log ends elsewhere.
+		return response{}, fmt.Errorf("the handed-over log ends at position %d, the old home's at %d", next, req.End)
+	}
 	// Install: the log goes where the replica set will open it when the
 	// record names this node.
 	err := st.log.Close()
@@ -294,8 +429,10 @@ func (st *staging) close() {
 	_ = os.RemoveAll(st.dir)
 }
 
-// Close abandons every staged handover.
+// Close abandons every staged handover and ends the nudges.
 func (rv *Receiver) Close() {
+	rv.cancel()
+	rv.nudges.Wait()
 	rv.mu.Lock()
 	staged := rv.staged
 	rv.staged = map[string]*staging{}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/topiclog"
@@ -19,7 +20,8 @@ const MethodMigrate byte = 40
 // ErrCorrupt reports a request or response that does not decode.
 var ErrCorrupt = errors.New("migration: corrupt encoding")
 
-const wireVersion = 1
+// wireVersion 2: the switch request and the response's served time.
+const wireVersion = 2
 
 // Request kinds.
 const (
@@ -28,6 +30,10 @@ const (
 	reqAbort  byte = 3 // drop what was handed
 	reqStatus byte = 4 // the target's replica of the group
 	reqAwait  byte = 5 // the same, answered once it serves the group (or after awaitMax)
+	// reqSwitch is the tail's last request: the target installs the log,
+	// proposes the switch itself (set_group_home, Epoch, itself home) and
+	// answers once it serves the group.
+	reqSwitch byte = 6
 )
 
 // Bounds of a request.
@@ -46,6 +52,7 @@ var chunkBytes = 1 << 20
 //	version=1 | kind | group str | id uvarint
 //	chunk:  offset uvarint | last byte | data bytes
 //	tail:   last byte | count uvarint | count × record
+//	switch: last byte (1) | count uvarint | count × record | end uvarint | epoch uvarint | reason str
 //	record: seq uvarint | topic str | index uvarint | time varint (unix ns) | mark uvarint | retain byte | payload bytes
 //	abort, status, await: nothing
 //
@@ -59,6 +66,12 @@ type request struct {
 	Last    bool
 	Data    []byte
 	Records []topiclog.Record
+	// End, Epoch and Reason: reqSwitch's. End is the position the
+	// handed-over log must end at (the old home's, fenced); Epoch and
+	// Reason the home change's (Epoch: the group's + 1).
+	End    uint64
+	Epoch  uint64
+	Reason string
 }
 
 func appendRequest(dst []byte, r request) []byte {
@@ -70,7 +83,7 @@ func appendRequest(dst []byte, r request) []byte {
 		dst = binary.AppendUvarint(dst, r.Offset)
 		dst = append(dst, b2u(r.Last))
 		dst = wire.AppendBytes(dst, r.Data)
-	case reqTail:
+	case reqTail, reqSwitch:
 		dst = append(dst, b2u(r.Last))
 		dst = binary.AppendUvarint(dst, uint64(len(r.Records)))
 		for _, rc := range r.Records {
@@ -81,6 +94,11 @@ func appendRequest(dst []byte, r request) []byte {
 			dst = binary.AppendUvarint(dst, rc.Mark)
 			dst = append(dst, b2u(rc.Retain))
 			dst = wire.AppendBytes(dst, rc.Payload)
+		}
+		if r.Kind == reqSwitch {
+			dst = binary.AppendUvarint(dst, r.End)
+			dst = binary.AppendUvarint(dst, r.Epoch)
+			dst = wire.AppendString(dst, r.Reason)
 		}
 	}
 	return dst
@@ -113,7 +131,7 @@ func decodeRequest(b []byte) (request, error) {
 	switch r.Kind {
 	case reqChunk:
 		r.Offset, r.Last, r.Data = d.Uvarint(), decodeBool(&d), d.BytesCopy()
-	case reqTail:
+	case reqTail, reqSwitch:
 		r.Last = decodeBool(&d)
 		// Each record takes at least 7 bytes.
 		n := d.Count(7)
@@ -122,6 +140,9 @@ func decodeRequest(b []byte) (request, error) {
 			rc.Time = time.Unix(0, d.Varint()).UTC()
 			rc.Mark, rc.Retain, rc.Payload = d.Uvarint(), decodeBool(&d), d.BytesCopy()
 			r.Records = append(r.Records, rc)
+		}
+		if r.Kind == reqSwitch {
+			r.End, r.Epoch, r.Reason = d.Uvarint(), d.Uvarint(), d.Str()
 		}
 	case reqAbort, reqStatus, reqAwait:
 	default:
@@ -140,9 +161,11 @@ func decodeRequest(b []byte) (request, error) {
 
 // A response:
 //
-//	version=1 | ok byte | ok: next uvarint | open byte | leader byte | applied uvarint ; else: reason str
+//	version | ok byte | ok: next uvarint | open byte | leader byte | applied uvarint | served uvarint ; else: reason str
 //
-// next is the position after the target's staged or installed log.
+// next is the position after the target's staged or installed log; served
+// (a switch's answer) is 1 + the nanoseconds from the request's arrival to
+// the target serving the group, 0 when it did not serve yet.
 type response struct {
 	OK      bool
 	Reason  string
@@ -150,6 +173,10 @@ type response struct {
 	Open    bool // status: the target runs a replica of the group
 	Leader  bool // status: ... which leads it
 	Applied uint64
+	// Served: a switch's answer: the target serves the group, ServedAfter
+	// after the request arrived (its clock).
+	Served      bool
+	ServedAfter time.Duration
 }
 
 func appendResponse(dst []byte, r response) []byte {
@@ -159,7 +186,12 @@ func appendResponse(dst []byte, r response) []byte {
 	}
 	dst = binary.AppendUvarint(dst, r.Next)
 	dst = append(dst, b2u(r.Open), b2u(r.Leader))
-	return binary.AppendUvarint(dst, r.Applied)
+	dst = binary.AppendUvarint(dst, r.Applied)
+	var served uint64
+	if r.Served {
+		served = 1 + uint64(max(r.ServedAfter, 0))
+	}
+	return binary.AppendUvarint(dst, served)
 }
 
 func decodeResponse(b []byte) (response, error) {
@@ -170,6 +202,11 @@ func decodeResponse(b []byte) (response, error) {
 	r := response{OK: decodeBool(&d)}
 	if r.OK {
 		r.Next, r.Open, r.Leader, r.Applied = d.Uvarint(), decodeBool(&d), decodeBool(&d), d.Uvarint()
+		if s := d.Uvarint(); s > 0 && s <= math.MaxInt64 {
+			r.Served, r.ServedAfter = true, time.Duration(s-1)
+		} else if s > 0 {
+			d.Fail()
+		}
 	} else {
 		r.Reason = d.Str()
 	}

@@ -22,6 +22,9 @@ func wireRequests() []request {
 			{Seq: 11, Topic: "a/c", Index: 1, Time: at.Add(time.Millisecond), Mark: 99, Payload: []byte{}},
 		}},
 		{Kind: reqTail, Group: "g", ID: 8, Last: false},
+		{Kind: reqSwitch, Group: "g", ID: 7, Last: true, Records: []topiclog.Record{
+			{Seq: 12, Topic: "a/b", Index: 4, Time: at, Mark: 100, Payload: []byte("y")},
+		}, End: 13, Epoch: 5, Reason: "manual"},
 		{Kind: reqAbort, Group: "g", ID: 7},
 		{Kind: reqStatus, Group: "g"},
 		{Kind: reqAwait, Group: "g"},
@@ -32,6 +35,8 @@ func wireResponses() []response {
 	return []response{
 		{OK: true, Next: 12},
 		{OK: true, Open: true, Leader: true, Applied: 1 << 40, Next: 5},
+		{OK: true, Open: true, Leader: true, Next: 13, Served: true, ServedAfter: 3 * time.Millisecond},
+		{OK: true, Served: true},
 		{Reason: "this node runs a replica of group g already"},
 	}
 }

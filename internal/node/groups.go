@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
@@ -93,17 +95,27 @@ type groupsAPI struct{ n *Node }
 
 var _ adminapi.Groups = groupsAPI{}
 
-// Groups implements adminapi.Groups: every group of the metadata, with
-// the figures of its home's replica (one request per home node, in
-// parallel), or this node's replica when the home does not answer.
-func (g groupsAPI) Groups(ctx context.Context) []adminapi.GroupInfo {
+// Groups implements adminapi.Groups: a page of the metadata's groups (in
+// id order, after after), with the figures of their homes' replicas (one
+// request per home node, in parallel), or this node's replica when the
+// home does not answer.
+func (g groupsAPI) Groups(ctx context.Context, after string, limit int) ([]adminapi.GroupInfo, bool) {
 	n := g.n
 	cp := n.cluster
 	if cp == nil || cp.meta == nil {
-		return nil
+		return nil, false
 	}
 	st := cp.meta.State()
-	groups := st.Groups()
+	groups := st.Groups() // sorted by id
+	from, _ := slices.BinarySearchFunc(groups, after, func(gr fsm.Group, id string) int { return strings.Compare(gr.ID, id) })
+	if from < len(groups) && groups[from].ID == after {
+		from++
+	}
+	groups = groups[from:]
+	more := len(groups) > limit
+	if more {
+		groups = groups[:limit]
+	}
 	out := make([]adminapi.GroupInfo, len(groups))
 	byHome := map[string][]int{} // home -> positions in out
 	for i, gr := range groups {
@@ -150,7 +162,7 @@ func (g groupsAPI) Groups(ctx context.Context) []adminapi.GroupInfo {
 			out[i].StatsError = "no replica of the group answered"
 		}
 	}
-	return out
+	return out, more
 }
 
 // askGroupStats asks node for the figures of its replicas.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/adminapi"
@@ -19,14 +20,18 @@ import (
 // (MethodMigrate on the cluster layer) and the driver, which runs on the
 // node's group (it stops before the replicas close).
 func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
-	recv := migration.NewReceiver(n.groupsDir(), cp.groups,
-		topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, n.clock, n.log.With("subsystem", "migration"))
+	recv := migration.NewReceiver(migration.ReceiverConfig{NodeID: n.cfg.NodeID, Dir: n.groupsDir(), Groups: cp.groups, Meta: cp.meta,
+		Log: topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, Clock: n.clock, Logger: n.log.With("subsystem", "migration")})
 	dc := migration.Config{
 		NodeID: n.cfg.NodeID, Workers: n.cfg.PlacementExecutors, Meta: cp.meta, Replicas: cp.groups, Home: home,
+		Dir:   filepath.Join(n.cfg.DataDir, "migration"),
 		Clock: n.clock, Registerer: n.metrics.Registry, Log: n.log.With("subsystem", "migration"),
 	}
 	if cp.layer != nil {
 		if err := cp.layer.Handle(migration.MethodMigrate, recv.Serve); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		if err := cp.layer.Handle(methodMigrations, n.serveMigrations); err != nil { // migrationlist.go
 			return fmt.Errorf("node: %w", err)
 		}
 		dc.Peers = cp.layer.Peers()
@@ -44,21 +49,6 @@ func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
 type migrator struct{ n *Node }
 
 var _ adminapi.Migrator = migrator{}
-
-// Migrations lists this node's running and recent migrations.
-func (m migrator) Migrations() []adminapi.MigrationInfo {
-	cp := m.n.cluster
-	if cp == nil || cp.migrations == nil {
-		return nil
-	}
-	var out []adminapi.MigrationInfo
-	for _, x := range cp.migrations.Migrations() {
-		out = append(out, adminapi.MigrationInfo{Group: x.Group, From: x.From, To: x.To, Reason: string(x.Reason),
-			Kind: string(x.Kind), Decision: x.Decision, State: string(x.State), Step: string(x.Step), Started: x.Started,
-			TotalSeconds: x.Total.Seconds(), PauseSeconds: x.Pause.Seconds(), Error: x.Error})
-	}
-	return out
-}
 
 // Move records an operator's decision to move req.Topic's group to req.To
 // (through the metadata leader, as the placement manager's Move does) and

@@ -35,9 +35,9 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	handedOver := false
 	for {
 		ch := s.cfg.Meta.Changed()
-		if rec, ok := s.cfg.Meta.State().Group(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
+		if rec, ok := s.record(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
 			switch {
-			case rec.HomeReason == fsm.ReasonCreated && !handedOver && (rec.Desired == nil || rec.Desired.Home != s.cfg.NodeID):
+			case handsOver(rec, s.cfg.NodeID) && !handedOver:
 				// The group's first election chose another replica than
 				// the home it was placed on: hand the lead over (once),
 				// unless a migration brought the lead here.
@@ -45,6 +45,7 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 				if s.handOver(ctx, r, rec.Home) {
 					continue
 				}
+				r.handOverFailed.Store(true)
 				fallthrough
 			default:
 				if !s.claim(ctx, rec) {
@@ -63,6 +64,32 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 			tick.Reset(s.cfg.RetentionInterval)
 		}
 	}
+}
+
+// handsOver reports whether node, leading group rec, is to hand the lead
+// to the home the group was placed on: the group's first election chose
+// node, and no migration brought the lead here.
+func handsOver(rec fsm.Group, node string) bool {
+	return rec.Home != node && rec.HomeReason == fsm.ReasonCreated && (rec.Desired == nil || rec.Desired.Home != node)
+}
+
+// HandingOver reports whether this node's replica of group id leads it
+// only until it hands the lead to the home the group was placed on (a new
+// group's first election chose it), and names that home. The publish
+// path's home side sends batches there rather than submit them here: a
+// command in flight when the lead moves has an unknown outcome, and the
+// access node would have to drop its QoS 0 publishes. False once the hand
+// over failed (this node then records itself as the home).
+func (s *Set) HandingOver(id string) (home string, ok bool) {
+	r := s.Get(id)
+	if r == nil || r.handOverFailed.Load() || !r.Rep.IsLeader() {
+		return "", false
+	}
+	rec, ok := s.record(id)
+	if !ok || !handsOver(rec, s.cfg.NodeID) {
+		return "", false
+	}
+	return rec.Home, true
 }
 
 // handOver transfers r's leadership to home, the node the group was

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,6 +100,9 @@ type Replica struct {
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the keeper returned
+	// handOverFailed: the keeper's hand over of a new group's lead to its
+	// home failed (HandingOver).
+	handOverFailed atomic.Bool
 }
 
 // Set is this node's replicas, following the metadata group. See the
@@ -111,11 +115,16 @@ type Set struct {
 	group   *run.Group
 	metrics *metrics
 
+	kick chan struct{} // Expect: reconcile now
+
 	mu struct {
 		sync.Mutex
 		open    map[string]*Replica
 		changed chan struct{} // closed and replaced at every append or open/close
 		closed  bool
+		// ahead: records known committed (Expect) that the metadata copy
+		// does not show yet, by group; dropped once it does.
+		ahead map[string]fsm.Group
 	}
 }
 
@@ -140,8 +149,10 @@ func New(cfg Config) (*Set, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Set{cfg: cfg, log: cfg.Log, clock: cfg.Clock, group: run.NewGroup(context.Background()), metrics: newMetrics(cfg.Registerer)}
+	s := &Set{cfg: cfg, log: cfg.Log, clock: cfg.Clock, group: run.NewGroup(context.Background()), metrics: newMetrics(cfg.Registerer),
+		kick: make(chan struct{}, 1)}
 	s.mu.open = map[string]*Replica{}
+	s.mu.ahead = map[string]fsm.Group{}
 	s.mu.changed = make(chan struct{})
 	if cfg.Registerer != nil {
 		_ = cfg.Registerer.Register(newLogCollector(s)) // a second set on one registry keeps the first one's
@@ -187,6 +198,46 @@ func (s *Set) Get(id string) *Replica {
 	return s.mu.open[id]
 }
 
+// Await returns this node's replica of group id, waiting for it to open
+// for up to max while this node's metadata copy names the node one of the
+// group's voters or learners, or has no record of the group yet (a copy
+// that lags the record a peer just created; a record Expect was told of
+// counts ahead of the copy). It returns nil once the
+// record names other nodes only, at max, when ctx ends or the set closes.
+// The publish path's home side waits so: a new group's first publishes
+// may come before this node's watcher opened its replica.
+func (s *Set) Await(ctx context.Context, id string, max time.Duration) *Replica {
+	var timer clock.Timer
+	for {
+		s.mu.Lock()
+		r, closed, changed := s.mu.open[id], s.mu.closed, s.mu.changed
+		s.mu.Unlock()
+		if r != nil || closed {
+			return r
+		}
+		metaCh := s.cfg.Meta.Changed()
+		if g, ok := s.record(id); ok &&
+			!slices.Contains(g.Voters, s.cfg.NodeID) && !slices.Contains(g.Learners, s.cfg.NodeID) {
+			return nil
+		}
+		if timer == nil {
+			if max <= 0 {
+				return nil
+			}
+			timer = s.clock.NewTimer(max)
+			defer timer.Stop()
+		}
+		select {
+		case <-changed:
+		case <-metaCh:
+		case <-timer.C():
+			return s.Get(id)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 // IDs returns the groups open here, sorted.
 func (s *Set) IDs() []string {
 	s.mu.Lock()
@@ -218,6 +269,44 @@ func (s *Set) notify() {
 	s.mu.changed = make(chan struct{})
 }
 
+// Expect tells the set that rec, a record naming this node the only voter
+// and home of a group, has committed, before this node's metadata copy
+// shows it: a handover's target learns that its switch committed from its
+// proposal's answer, a round trip or more before its copy does (a follower
+// learns a commit with the leader's next append). The set opens the group
+// at once, as if its copy had rec, and reads rec rather than its copy's
+// older record until the copy reaches rec's epoch. Other records are
+// ignored.
+func (s *Set) Expect(rec fsm.Group) {
+	if rec.Home != s.cfg.NodeID || len(rec.Voters) != 1 || rec.Voters[0] != s.cfg.NodeID || len(rec.Learners) != 0 {
+		return
+	}
+	rec.Voters, rec.Learners = []string{s.cfg.NodeID}, nil
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.ahead[rec.ID] = rec
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// record is group id's record: the metadata copy's, or a newer one given
+// to Expect.
+func (s *Set) record(id string) (fsm.Group, bool) {
+	g, ok := s.cfg.Meta.State().Group(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ahead := s.mu.ahead[id]; ahead && ok && g.Epoch < a.Epoch {
+		return a, true
+	}
+	return g, ok
+}
+
 // watch opens and closes replicas as the metadata changes.
 func (s *Set) watch(ctx context.Context) {
 	retry := s.clock.NewTimer(time.Hour)
@@ -230,6 +319,7 @@ func (s *Set) watch(ctx context.Context) {
 		}
 		select {
 		case <-ch:
+		case <-s.kick:
 		case <-retry.C():
 		case <-ctx.Done():
 			return
@@ -247,6 +337,13 @@ func (s *Set) reconcile(ctx context.Context, st fsm.State) (failed bool) {
 		}
 	}
 	s.mu.Lock()
+	for id, a := range s.mu.ahead {
+		if g, ok := st.Group(id); !ok || g.Epoch >= a.Epoch {
+			delete(s.mu.ahead, id) // the copy caught up (or the group is gone)
+		} else {
+			want[id] = a
+		}
+	}
 	var stale []*Replica
 	for id, r := range s.mu.open {
 		if _, ok := want[id]; !ok {

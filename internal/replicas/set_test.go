@@ -18,6 +18,7 @@ type fakeMeta struct {
 	mu      sync.Mutex
 	st      fsm.State
 	changed chan struct{}
+	homes   int // SetGroupHome calls
 }
 
 func newFakeMeta(t *testing.T) *fakeMeta {
@@ -55,6 +56,7 @@ func (m *fakeMeta) apply(t *testing.T, cmd fsm.Command) fsm.Result {
 func (m *fakeMeta) SetGroupHome(_ context.Context, c fsm.HomeChange) (fsm.Group, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.homes++
 	next, res := m.st.Apply(m.st.Applied()+1, fsm.SetGroupHome(c))
 	m.st = next
 	close(m.changed)
@@ -170,5 +172,101 @@ func TestBudget(t *testing.T) {
 		})
 		meta.apply(t, fsm.DeleteGroup("a"))
 		eventually(t, "the third opens once one closed", func() bool { return set.Get("c") != nil && set.Get("a") == nil })
+	})
+}
+
+// TestExpectOpensAheadOfTheCopy: a record given to Expect (a handover's
+// switch, committed, that the metadata copy does not show yet) opens the
+// group here at once, and the keeper does not claim it from the copy's
+// older record; once the copy shows the switch the group stays open. A
+// record the copy already passed, or one naming another node, opens
+// nothing.
+func TestExpectOpensAheadOfTheCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		meta.apply(t, fsm.RegisterNode(fsm.Node{ID: "n2", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir(), RetentionInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "g/1", Rule: "g/#", Home: "n2", Voters: []string{"n2"}, Created: time.Unix(2, 0)}))
+		rec, _ := meta.State().Group("g/1")
+		stale := rec
+		stale.Home, stale.Voters = "n1", []string{"n1"}
+		set.Expect(stale) // epoch 1: the copy has it already
+		other := rec
+		other.Epoch = 2
+		set.Expect(other)       // names n2
+		time.Sleep(time.Second) // lint:sleep-ok fake time: a reconcile's chance
+		synctest.Wait()
+		if set.Get("g/1") != nil {
+			t.Fatal("opened on a record the copy already passed, or naming another node")
+		}
+		switched := rec
+		switched.Home, switched.Voters, switched.Epoch = "n1", []string{"n1"}, 2
+		set.Expect(switched)
+		eventually(t, "opened ahead of the copy", func() bool { return set.Get("g/1") != nil })
+		time.Sleep(time.Second) // lint:sleep-ok fake time: the keeper's chance to claim
+		synctest.Wait()
+		meta.mu.Lock()
+		homes := meta.homes
+		meta.mu.Unlock()
+		if homes != 0 {
+			t.Errorf("the keeper proposed %d home changes from the copy's older record", homes)
+		}
+		meta.apply(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g/1", Home: "n1", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(3, 0), Handover: []string{"n1"}}))
+		time.Sleep(time.Second) // lint:sleep-ok fake time
+		synctest.Wait()
+		if set.Get("g/1") == nil {
+			t.Fatal("closed once the copy showed the switch")
+		}
+		set.mu.Lock()
+		n := len(set.mu.ahead)
+		set.mu.Unlock()
+		if n != 0 {
+			t.Errorf("%d records kept ahead after the copy caught up", n)
+		}
+	})
+}
+
+// TestAwait: Await waits for a replica the record says this node will
+// open (the watcher had not opened it yet), answers at once for a group
+// the record places elsewhere, and waits no longer than asked for a group
+// this node's copy has no record of.
+func TestAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		meta.apply(t, fsm.RegisterNode(fsm.Node{ID: "n2", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set.Close()
+		ctx := context.Background()
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "here", Rule: "here", Home: "n1", Voters: []string{"n1"}, Created: time.Unix(2, 0)}))
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "there", Rule: "there", Home: "n2", Voters: []string{"n2"}, Created: time.Unix(2, 0)}))
+
+		got := make(chan *Replica, 1)
+		start := time.Now()
+		go func() { got <- set.Await(ctx, "here", 5*time.Second) }()
+		time.Sleep(time.Second) // lint:sleep-ok fake time: the watcher starts a second late
+		set.Start()
+		if r := <-got; r == nil || r.ID != "here" {
+			t.Fatalf("Await(here) = %v after %v", r, time.Since(start))
+		}
+		if d := time.Since(start); d >= 5*time.Second {
+			t.Fatalf("Await(here) returned after %v: it waited for its bound, not for the replica", d)
+		}
+
+		start = time.Now()
+		if r := set.Await(ctx, "there", 5*time.Second); r != nil || time.Since(start) != 0 {
+			t.Fatalf("Await(there) = %v after %v, want nil at once", r, time.Since(start))
+		}
+		start = time.Now()
+		if r := set.Await(ctx, "unknown", 2*time.Second); r != nil || time.Since(start) != 2*time.Second {
+			t.Fatalf("Await(unknown) = %v after %v, want nil after 2s", r, time.Since(start))
+		}
 	})
 }

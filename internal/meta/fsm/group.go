@@ -91,6 +91,11 @@ type HomeChange struct {
 	// replica moving to a node that holds none, whose log the old home
 	// handed over before it proposed this (internal/migration). Without
 	// it the new home must already be a voter.
+	//
+	// A change naming the current home only advances the epoch (the home's
+	// reason and since stay): a migration whose switch's outcome is
+	// unknown proposes it at the switch's epoch, so that exactly one of the
+	// two commits.
 	Handover []string `json:"handover,omitempty"`
 }
 
@@ -463,7 +468,10 @@ func (s State) applyGroup(next *State, res *Result, cmd Command) {
 		if c.Handover != nil {
 			g.Voters, g.Learners = slices.Clone(c.Handover), nil
 		}
-		g.Home, g.Epoch, g.HomeReason, g.HomeSince = c.Home, c.Epoch, c.Reason, c.At.UTC()
+		if c.Home != g.Home {
+			g.HomeReason, g.HomeSince = c.Reason, c.At.UTC()
+		}
+		g.Home, g.Epoch = c.Home, c.Epoch
 		g.settle()
 		next.groups = s.groups.with(g)
 		res.Group = ptrTo(g.clone())

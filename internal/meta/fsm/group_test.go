@@ -101,6 +101,15 @@ func TestGroupCommands(t *testing.T) {
 					t.Errorf("record %+v", g)
 				}
 			}},
+		{name: "the same home again only advances the epoch", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n1", Epoch: 4, Reason: ReasonMigration, At: later.Add(time.Hour)}),
+			check: func(t *testing.T, s State, r Result) {
+				g, _ := s.Group("g/1")
+				if g.Home != "n1" || g.Epoch != 4 || g.HomeReason != ReasonManual || !g.HomeSince.Equal(later) {
+					t.Errorf("record %+v, want epoch 4 with the home's reason and since unchanged", g)
+				}
+			}},
+		{name: "a handover at the epoch taken conflicts", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n2", Epoch: 4, Reason: ReasonManual, At: later, Handover: []string{"n2"}}),
+			code: CodeConflict, field: "home.epoch"},
 		{name: "delete unknown", cmd: DeleteGroup("g/9"), code: CodeNotFound, field: "group_id"},
 		{name: "delete", cmd: DeleteGroup("g/1"), check: func(t *testing.T, s State, r Result) {
 			if _, ok := s.Group("g/1"); ok || s.GroupCount() != 0 {
