@@ -15,7 +15,9 @@ import (
 // new leader and to commit through it (memnet RTT 1 ms; 150 ms for WAN). The killed node
 // comes back and catches up before the next kill. With the LAN timeouts
 // the median must stay under 500 ms (issue 14; Canal reports 667 ms) and
-// every failover within two heartbeat and two election timeouts. With
+// every failover within two heartbeat and two election timeouts, plus two
+// election timeouts for each election that chose nobody (two candidates
+// splitting the vote; its term is seen in the new leader's). With
 // -failover-table the other timings run too, for the trade-off table in
 // docs/design/replication.md.
 var failoverTable = flag.Bool("failover-table", false, "also measure failover with the other heartbeat timeouts")
@@ -40,7 +42,7 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 				t.Skip("trade-off measurement; run with -failover-table")
 			}
 			synctest.Test(t, func(t *testing.T) {
-				elected, committed := measureFailover(t, tc.t, tc.rtt, seed, 20)
+				elected, committed, extra := measureFailover(t, tc.t, tc.rtt, seed, 20)
 				t.Logf("%s: new leader after kill: median %v, p90 %v, max %v; first commit: median %v, p90 %v",
 					tc.name, pct(elected, 50), pct(elected, 90), pct(elected, 100), pct(committed, 50), pct(committed, 90))
 				if !tc.assert {
@@ -49,16 +51,21 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 				if m := pct(elected, 50); m >= 500*time.Millisecond {
 					t.Errorf("median failover %v, want under 500ms", m)
 				}
-				bound := 2*tc.t.Heartbeat + 2*tc.t.Election
-				if m := pct(elected, 100); m > bound {
-					t.Errorf("slowest failover %v, beyond 2 x heartbeat + 2 x election (%v)", m, bound)
+				for i, e := range elected {
+					bound := 2*tc.t.Heartbeat + 2*tc.t.Election*time.Duration(1+extra[i])
+					if e > bound {
+						t.Errorf("failover %d took %v with %d failed elections, beyond 2 x heartbeat + 2 x election per election (%v)", i, e, extra[i], bound)
+					}
 				}
 			})
 		})
 	}
 }
 
-func measureFailover(t *testing.T, tt Timeouts, rtt time.Duration, seed uint64, kills int) (elected, committed []time.Duration) {
+// measureFailover also returns, per kill, the elections that chose nobody
+// before the one that did (terms skipped between the killed leader's and
+// the new leader's).
+func measureFailover(t *testing.T, tt Timeouts, rtt time.Duration, seed uint64, kills int) (elected, committed []time.Duration, extra []int) {
 	r := rng(seed)
 	c := newCluster(t, rtt)
 	c.tune = func(cfg *Config) { cfg.Timeouts = tt }
@@ -72,6 +79,7 @@ func measureFailover(t *testing.T, tt Timeouts, rtt time.Duration, seed uint64, 
 		// Kill at a random point of the heartbeat cycle.
 		time.Sleep(time.Duration(r.Int64N(int64(tt.Heartbeat)))) // lint:sleep-ok fake time in a bubble: seeded jitter
 		start := time.Now()
+		term := lead.Stats().Term
 		c.kill(leadID)
 		var next *Group[uint64]
 		waitFor(t, 20*tt.Election, "a new leader", func() bool {
@@ -84,6 +92,7 @@ func measureFailover(t *testing.T, tt Timeouts, rtt time.Duration, seed uint64, 
 			return false
 		})
 		elected = append(elected, time.Since(start))
+		extra = append(extra, int(next.Stats().Term-term)-1)
 		if _, err := next.Propose(ctxFor(t, 10*time.Second), []byte(fmt.Sprintf("after-kill-%d", i))); err != nil {
 			t.Fatalf("kill %d: commit through the new leader: %v", i, err)
 		}
@@ -94,7 +103,7 @@ func measureFailover(t *testing.T, tt Timeouts, rtt time.Duration, seed uint64, 
 	if len(log) != 2*kills {
 		t.Errorf("%d commands after %d kills, want %d", len(log), kills, 2*kills)
 	}
-	return elected, committed
+	return elected, committed, extra
 }
 
 // pct is the p-th percentile (nearest rank) of ds.

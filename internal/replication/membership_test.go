@@ -100,39 +100,70 @@ func openVoters(c *cluster) []string {
 // so.
 func settle(t *testing.T, c *cluster) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the group settles", func() bool {
-		voters := openVoters(c)
-		if len(voters) == 0 {
-			return false
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		why := unsettled(c)
+		if why == "" {
+			return
 		}
-		var lead *Group[uint64]
-		for _, id := range voters {
-			if c.groups[id].IsLeader() {
-				lead = c.groups[id]
+		if time.Now().After(deadline) {
+			t.Fatalf("the group has not settled after 10s: %s", why)
+		}
+		time.Sleep(time.Millisecond) // lint:sleep-ok polls in a synctest bubble's fake time
+	}
+}
+
+// unsettled says why the group has not settled ("" once it has).
+func unsettled(c *cluster) string {
+	voters := openVoters(c)
+	if len(voters) == 0 {
+		return "no open voter"
+	}
+	var lead *Group[uint64]
+	for _, id := range voters {
+		if c.groups[id].IsLeader() {
+			lead = c.groups[id]
+		}
+	}
+	if lead == nil {
+		return "no leader"
+	}
+	conf := lead.Members()
+	in := map[string]bool{}
+	for _, m := range conf {
+		in[m.ID] = true
+	}
+	want := len(c.fsms[lead.e.cfg.NodeID].cmds())
+	for id, g := range c.groups {
+		if !in[id] {
+			// A removed replica may never learn it was removed: the
+			// leader sends it one last append and stops, and if that
+			// append does not land (about once in 40 runs here) the
+			// replica keeps its old view. Its owner closes it by the
+			// group's record, not by Raft. It must not lead, though.
+			if r := g.role(); r == RoleLeader {
+				return fmt.Sprintf("%s, removed, leads", id)
 			}
+			continue
 		}
-		if lead == nil {
-			return false
+		// Every member holds the leader's whole log, not just its
+		// commands: a member the leader has not yet brought up to its
+		// own entries (its no-op after an election) would miss a later
+		// change that removes it, since the leader sends a removed
+		// server one last append and stops, and keep seeing itself a
+		// member (the trace failed so about once in 15 runs).
+		switch {
+		case !slices.Equal(g.Members(), conf):
+			return fmt.Sprintf("%s sees members %v, the leader %v", id, g.Members(), conf)
+		case g.Leader().ID != lead.e.cfg.NodeID:
+			return fmt.Sprintf("%s follows %q", id, g.Leader().ID)
+		case len(c.fsms[id].cmds()) != want:
+			return fmt.Sprintf("%s applied %d commands of %d", id, len(c.fsms[id].cmds()), want)
+		case g.raft.LastIndex() != lead.raft.LastIndex():
+			return fmt.Sprintf("%s holds the log to %d, the leader to %d", id, g.raft.LastIndex(), lead.raft.LastIndex())
 		}
-		conf := lead.Members()
-		in := map[string]bool{}
-		for _, m := range conf {
-			in[m.ID] = true
-		}
-		want := len(c.fsms[lead.e.cfg.NodeID].cmds())
-		for id, g := range c.groups {
-			if !in[id] {
-				if g.role() != RoleNone {
-					return false
-				}
-				continue
-			}
-			if !slices.Equal(g.Members(), conf) || g.Leader().ID != lead.e.cfg.NodeID || len(c.fsms[id].cmds()) != want {
-				return false
-			}
-		}
-		return true
-	})
+	}
+	return ""
 }
 
 // describe writes what each replica reports: its role, the leader it
@@ -143,8 +174,20 @@ func describe(w *strings.Builder, c *cluster) {
 		nodes = append(nodes, id)
 	}
 	slices.Sort(nodes)
+	in := map[string]bool{}
+	if _, lead := c.leaderAmong(openVoters(c)...); lead != nil {
+		for _, m := range lead.Members() {
+			in[m.ID] = true
+		}
+	}
 	for _, id := range nodes {
 		g := c.groups[id]
+		if !in[id] && g.role() != RoleShutdown {
+			// Whether it learned of its removal is timing (see
+			// unsettled); what it holds is not.
+			fmt.Fprintf(w, "  %s removed   cmds=%s\n", id, strings.Join(c.fsms[id].cmds(), ""))
+			continue
+		}
 		var ms []string
 		for _, m := range g.Members() {
 			kind := "voter"
