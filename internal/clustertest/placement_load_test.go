@@ -234,17 +234,26 @@ func TestNoisyCoordinatesDoNotFlap(t *testing.T) {
 					o.Placement = func(node string, a *agent.Config) {
 						prevAgent(node, a)
 						own := a.Coordinate
+						// Each node draws its noise from its own source, so
+						// its sequence does not depend on the order in which
+						// goroutines happen to run.
+						var stream uint64
+						for _, b := range []byte(node) {
+							stream = stream*31 + uint64(b)
+						}
+						nrng := rand.New(rand.NewPCG(seed, stream))
+						var nmu sync.Mutex
 						a.Coordinate = func() *coordinate.Coordinate {
 							co := own()
 							if co == nil {
 								return nil
 							}
 							co = co.Clone()
-							rmu.Lock()
+							nmu.Lock()
 							for i := range co.Vec {
-								co.Vec[i] += coordNoise.Seconds() * rng.NormFloat64()
+								co.Vec[i] += coordNoise.Seconds() * nrng.NormFloat64()
 							}
-							rmu.Unlock()
+							nmu.Unlock()
 							return co
 						}
 					}
