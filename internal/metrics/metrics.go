@@ -72,8 +72,8 @@ type Node struct {
 
 	dropped          *prometheus.CounterVec
 	Dropped          map[string]prometheus.Counter
-	QueuedMessages   prometheus.Gauge // messages waiting in session queues, all sessions
-	InflightMessages prometheus.Gauge // QoS 1/2 messages sent and not yet acknowledged
+	QueuedMessages   *Level // messages waiting in session queues, all sessions
+	InflightMessages *Level // QoS 1/2 messages sent and not yet acknowledged
 	SlowConsumers    prometheus.Counter
 	Panics           prometheus.Counter
 	ProtocolErrors   *prometheus.CounterVec // by reason code name
@@ -106,8 +106,8 @@ func NewNode() *Node {
 		PacketsIn:          f.counter("sextant_packets_received_total", "MQTT packets read from clients."),
 		PacketsOut:         f.counter("sextant_packets_sent_total", "MQTT packets written to clients."),
 		dropped:            f.counterVec("sextant_messages_dropped_total", "Messages not delivered to a subscriber, by reason.", "reason"),
-		QueuedMessages:     f.gauge("sextant_queued_messages", "Messages waiting in session queues."),
-		InflightMessages:   f.gauge("sextant_inflight_messages", "QoS 1/2 messages sent to clients and not yet acknowledged."),
+		QueuedMessages:     f.level("sextant_queued_messages", "Messages waiting in session queues."),
+		InflightMessages:   f.level("sextant_inflight_messages", "QoS 1/2 messages sent to clients and not yet acknowledged."),
 		SlowConsumers:      f.counter("sextant_slow_consumers_total", "Subscribers that could not keep up past the slow-consumer timeout."),
 		Panics:             f.counter("sextant_panics_total", "Panics recovered in connection handlers (each one is a bug)."),
 		ProtocolErrors:     f.counterVec("sextant_protocol_errors_total", "Connections closed for bad input, by reason.", "reason"),

@@ -72,3 +72,24 @@ func TestAlertedCountersStartAtZero(t *testing.T) {
 		}
 	}
 }
+
+func TestLevelIsScrapedAsAGauge(t *testing.T) {
+	m := NewNode()
+	for range 5 {
+		m.QueuedMessages.Inc()
+	}
+	m.QueuedMessages.Dec()
+	m.QueuedMessages.Add(-2)
+	m.InflightMessages.Add(7)
+	want := `
+# HELP sextant_queued_messages Messages waiting in session queues.
+# TYPE sextant_queued_messages gauge
+sextant_queued_messages 2
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "sextant_queued_messages"); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.InflightMessages); got != 7 {
+		t.Fatalf("in flight scraped as %v, want 7", got)
+	}
+}

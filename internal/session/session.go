@@ -382,8 +382,8 @@ func (s *Session) End() int {
 	}
 	s.mu.ended = true
 	n := s.mu.queue.Len() + s.mu.inflight.unacked
-	s.env.Metrics.QueuedMessages.Sub(float64(s.mu.queue.Len()))
-	s.env.Metrics.InflightMessages.Sub(float64(s.mu.inflight.unacked))
+	s.env.Metrics.QueuedMessages.Add(-int64(s.mu.queue.Len()))
+	s.env.Metrics.InflightMessages.Add(-int64(s.mu.inflight.unacked))
 	s.mu.queue = ring{}
 	s.mu.inflight = inflight{}
 	s.mu.subs = map[string]router.Options{}
