@@ -20,7 +20,7 @@ import (
 // (MethodMigrate on the cluster layer) and the driver, which runs on the
 // node's group (it stops before the replicas close).
 func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
-	recv := migration.NewReceiver(migration.ReceiverConfig{NodeID: n.cfg.NodeID, Dir: n.groupsDir(), Groups: cp.groups, Meta: cp.meta,
+	recv := migration.NewReceiver(migration.ReceiverConfig{NodeID: n.cfg.NodeID, Dir: n.groupsDir(), Groups: cp.groups,
 		Log: topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, Clock: n.clock, Logger: n.log.With("subsystem", "migration")})
 	dc := migration.Config{
 		NodeID: n.cfg.NodeID, Workers: n.cfg.PlacementExecutors, Meta: cp.meta, Replicas: cp.groups, Home: home,
