@@ -60,7 +60,7 @@ func (m *fakeMeta) must(t *testing.T, cmd fsm.Command) fsm.Result {
 type noReplicas struct{}
 
 func (noReplicas) Get(string) *replicas.Replica { return nil }
-func (noReplicas) Keep(string) func()            { return func() {} }
+func (noReplicas) Keep(string) func()           { return func() {} }
 
 type fakeFencer struct {
 	mu         sync.Mutex
