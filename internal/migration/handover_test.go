@@ -360,3 +360,48 @@ func TestServedAt(t *testing.T) {
 		}
 	}
 }
+
+// closedSet is a target's replica set that has not opened the group yet.
+type closedSet struct{}
+
+func (closedSet) Get(string) *replicas.Replica { return nil }
+func (closedSet) Keep(string) func()            { return func() {} }
+func (closedSet) Expect(fsm.Group)              {}
+
+// TestInstalledLogNotReplaced: a switch request for an epoch whose log is
+// installed already (an earlier attempt's answer was lost, and the replica
+// set may be opening that log) is answered without replacing it.
+func TestInstalledLogNotReplaced(t *testing.T) {
+	opts := topiclog.Options{SegmentBytes: topiclog.MinSegmentBytes}
+	meta := newHandoverMeta(t)
+	dir := t.TempDir()
+	rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: closedSet{}, Log: opts})
+	defer rv.Close()
+	hand := func(n int) Outcome {
+		d := &Driver{cfg: Config{NodeID: "a", Peers: direct{rv}, Meta: meta,
+			Replicas: oneReplica{&replicas.Replica{ID: "g", Seq: sourceLog(t, opts, n)}}}, clock: clock.Real{}}
+		rec, _ := meta.State().Group("g")
+		x := &exec{d: d, m: &Machine{Group: "g", To: "b", rec: rec}}
+		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
+			t.Fatalf("snapshot: %+v", o)
+		}
+		sw := rec
+		sw.Home, sw.Voters, sw.Epoch, sw.HandoverFrom, sw.Desired = "b", []string{"b"}, 2, "a", nil
+		x.switched = &sw
+		return x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 2})
+	}
+	if o := hand(50); o.Result != ResultOK {
+		t.Fatalf("first install: %+v", o)
+	}
+	if o := hand(10); o.Result != ResultOK {
+		t.Fatalf("the same epoch again: %+v", o)
+	}
+	seq, err := sequencer.Open(topiclog.OSFS{}, filepath.Join(dir, replication.GroupID("g").DirName(), "log"), sequencer.Options{BatchEntries: true, Log: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	if n := seq.NextSeq(); n != 51 || replicas.HandoverMark(dir, "g") != 2 {
+		t.Fatalf("installed log ends at %d (want 51, the first install's), mark %d", n, replicas.HandoverMark(dir, "g"))
+	}
+}

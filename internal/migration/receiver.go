@@ -323,6 +323,14 @@ func (rv *Receiver) tail(st *staging, req request, rec fsm.Group) (response, err
 	if err != nil {
 		return response{}, err
 	}
+	if req.Kind == reqSwitch && replicas.HandoverMark(rv.dir, req.Group) == req.Epoch {
+		// Installed already by an earlier attempt whose answer was lost
+		// (the old home was fenced since, so it is the same log), and
+		// the replica set may be opening it: it is not replaced.
+		rv.dropLocked(req.Group, st)
+		rv.groups.Expect(rec)
+		return response{OK: true, Next: next}, nil
+	}
 	gd := rv.groupDir(req.Group)
 	if err := os.RemoveAll(gd); err != nil {
 		return response{}, err
