@@ -365,8 +365,8 @@ func TestServedAt(t *testing.T) {
 type closedSet struct{}
 
 func (closedSet) Get(string) *replicas.Replica { return nil }
-func (closedSet) Keep(string) func()            { return func() {} }
-func (closedSet) Expect(fsm.Group)              {}
+func (closedSet) Keep(string) func()           { return func() {} }
+func (closedSet) Expect(fsm.Group)             {}
 
 // TestInstalledLogNotReplaced: a switch request for an epoch whose log is
 // installed already (an earlier attempt's answer was lost, and the replica
