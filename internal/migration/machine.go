@@ -396,8 +396,8 @@ func (m *Machine) reclaimed(a Action, o Outcome) (Action, bool) {
 	case o.Result == ResultOK,
 		o.Result == ResultConflict && o.Record != nil && o.Record.Home == m.Self && o.Record.Epoch >= a.Epoch:
 		// The reclaim won (now or in an earlier attempt; or the record
-		// names this node at a later epoch still): the target's switch
-		// cannot commit; the group stays here.
+		// names this node at a later epoch still): the switch cannot
+		// commit; the group stays here.
 		m.failing = true
 		m.Err += "; the reclaim committed: the group stays here"
 		m.queue = []Action{{Op: OpUnfence, Node: m.To}, {Op: OpAbort, Node: m.To}}

@@ -277,9 +277,9 @@ func (s *Set) notify() {
 
 // Expect tells the set that rec, a record naming this node the only voter
 // and home of a group, has committed, before this node's metadata copy
-// shows it: a handover's target learns that its switch committed from its
-// proposal's answer, a round trip or more before its copy does (a follower
-// learns a commit with the leader's next append). The set opens the group
+// shows it: a handover's target is sent the committed switch with the
+// tail, often before its copy learns it (a follower learns a commit with
+// the leader's next append). The set opens the group
 // at once, as if its copy had rec, and reads rec rather than its copy's
 // older record until the copy reaches rec's epoch. Other records are
 // ignored.
