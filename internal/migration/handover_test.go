@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
@@ -404,4 +406,33 @@ func TestInstalledLogNotReplaced(t *testing.T) {
 	if n := seq.NextSeq(); n != 51 || replicas.HandoverMark(dir, "g") != 2 {
 		t.Fatalf("installed log ends at %d (want 51, the first install's), mark %d", n, replicas.HandoverMark(dir, "g"))
 	}
+}
+
+// TestAwaitServing: an operator's move waits until the target serves the
+// group, not only until the record names it.
+func TestAwaitServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := topiclog.Options{SegmentBytes: topiclog.MinSegmentBytes}
+		meta := newHandoverMeta(t)
+		dir := t.TempDir()
+		target := &openOnRecord{t: t, meta: meta, dir: dir, opts: opts}
+		rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: target, Log: opts})
+		defer rv.Close()
+		meta.must(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g", Home: "b", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(200, 0),
+			Handover: []string{"b"}, HandoverFrom: "a"}))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := AwaitServing(ctx, direct{rv}, nil, "b", "g"); err == nil {
+			t.Fatal("the target serves a group whose log it was never handed")
+		}
+		if err := os.MkdirAll(filepath.Join(dir, replication.GroupID("g").DirName()), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := replicas.WriteHandoverMark(dir, "g", 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := AwaitServing(context.Background(), direct{rv}, nil, "b", "g"); err != nil {
+			t.Fatalf("once installed: %v", err)
+		}
+	})
 }
