@@ -49,8 +49,8 @@ const (
 // Receiver is the target's side of a handover: it stages the snapshot and
 // the tail a group's old home sends and, once the switch naming this node
 // home has committed, installs the log where the node's replica set opens
-// it, marked installed for the switch's epoch. It also answers the old home's questions about this node's replica of a
-// group.
+// it, marked installed for the switch's epoch. It also answers the old
+// home's questions about this node's replica of a group.
 type Receiver struct {
 	self   string
 	dir    string // the node's groups directory (replicas.Config.Dir)
