@@ -23,24 +23,31 @@
 //
 //  1. send_snapshot: H copies its log to T (a sequencer snapshot, in
 //     chunks) while the group still takes publishes;
-//  2. fence: H records the fence durably (fences.go), then its home side
-//     answers the group's batches "moving" (access nodes hold them) and
-//     waits until what it took is applied;
-//  3. send_tail_switch: H sends the records appended since the snapshot with the position its log
-//     ends at and the switch's epoch; T appends them, installs the log,
-//     proposes the switch itself (set_group_home, epoch + 1, T home and
-//     only voter), opens the group on the committed record and answers
-//     once it serves;
-//  4. unfence (redirect): H answers the group's batches "not leader: T";
-//  5. await_target: H's metadata copy names T.
+//  2. propose_home: H records its fence durably (fences.go), holds its
+//     replica open (replicas.Set.Keep) and proposes the switch
+//     (set_group_home, epoch + 1, T home and only voter, handover_from H)
+//     while it still serves; T's replica set does not open the group on
+//     that record until the log handed over is installed and marked for
+//     its epoch;
+//  3. fence: H's home side answers the group's batches "moving" (access
+//     nodes hold them) and waits until what it took is applied;
+//  4. send_tail_switch: H sends the records appended since the snapshot
+//     with the position its log ends at, the switch's epoch and the
+//     committed record; T appends them, installs the log, marks it, opens
+//     the group on the record and answers once it serves;
+//  5. unfence (redirect): H answers the group's batches "not leader: T",
+//     removes its fence record and releases its replica;
+//  6. await_target: H's metadata copy names T.
 //
-// The pause (publishes held, no commit possible) is 2 to T serving. If the
-// answer to 3 does not come, H proposes the record unchanged at the
-// switch's epoch (propose_home naming itself): the epoch precondition lets
-// exactly one of the two proposals commit, and the record says whether the
-// group moved (redirect) or stays (fence lifted, T's staging dropped). A
-// node restarted with a fence record settles it the same way (Recover)
-// before the group takes a publish.
+// The pause (publishes held, no commit possible) is 3 to T serving: the
+// drain, the tail's one-way trip and the install, no metadata round. A
+// failure before the switch commits lifts nothing (H never stopped) but
+// T's staging. After it, nothing is undone: the group is T's, so H stays
+// fenced and settles the handover from its fence record (KindRecover, as
+// after a restart): it proposes the record unchanged at the switch's
+// epoch (exactly one of that and the switch commits); if that commits the
+// fence is lifted, else the whole log is handed over again (or T is found
+// serving) and H redirects.
 //
 // Replicated (KindReplicated): propose_members (T a learner), add_learner,
 // await_caught_up, promote, propose_members (T a voter), fence,
@@ -49,7 +56,8 @@
 // (KindSettle): remove the replicas the decision drops, propose_members.
 //
 // A failure before the switch undoes the fence and what T was handed; the
-// decision stays pending and is tried again after a backoff.
+// decision stays pending and is tried again after a backoff. A handover
+// left fenced after its switch is settled again after a backoff too.
 //
 // # The driver
 //

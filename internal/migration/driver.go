@@ -130,10 +130,22 @@ type Driver struct {
 		queued  map[string]bool
 		retry   map[string]retryState
 		recent  []Migration // newest last
-		// recover: the fence records found at start, by group, until
-		// each is settled.
-		recover map[string]fenceRecord
+		// recover: the handovers to settle from their fence records (found
+		// at start, or left by a handover whose tail did not reach the
+		// target after its switch committed), by group, until each is
+		// settled.
+		recover map[string]pendingRecovery
+		// kept: the replicas held open (Replicas.Keep) for handovers
+		// under way or to settle, by group.
+		kept map[string]func()
 	}
+}
+
+// pendingRecovery is a handover to settle, not before at.
+type pendingRecovery struct {
+	fence fenceRecord
+	at    time.Time
+	wait  time.Duration
 }
 
 type retryState struct {
@@ -166,7 +178,8 @@ func New(cfg Config) (*Driver, error) {
 	d.mu.running = map[string]*Migration{}
 	d.mu.queued = map[string]bool{}
 	d.mu.retry = map[string]retryState{}
-	d.mu.recover = map[string]fenceRecord{}
+	d.mu.recover = map[string]pendingRecovery{}
+	d.mu.kept = map[string]func(){}
 	if cfg.Dir != "" {
 		// Before the home side serves anything (the node starts its
 		// peer links after this): a group this node may have handed
@@ -179,7 +192,10 @@ func New(cfg Config) (*Driver, error) {
 			if err := cfg.Home.Fence(context.Background(), f.Group, f.To); err != nil {
 				return nil, fmt.Errorf("migration: fencing %s again: %w", f.Group, err)
 			}
-			d.mu.recover[f.Group] = f
+			// The log may still have to be handed over, though the
+			// record names the target.
+			d.mu.kept[f.Group] = cfg.Replicas.Keep(f.Group)
+			d.mu.recover[f.Group] = pendingRecovery{fence: f, wait: retryMin}
 			cfg.Log.Warn("migration: restarted during a handover; the group stays fenced until the record says whose it is",
 				"group", f.Group, "to", f.To, "epoch", f.Epoch)
 		}
@@ -228,7 +244,13 @@ func (d *Driver) dispatch(ctx context.Context) time.Duration {
 	var next time.Duration
 	d.mu.Lock()
 	var recovering []string
-	for id := range d.mu.recover {
+	for id, p := range d.mu.recover {
+		if now.Before(p.at) {
+			if w := p.at.Sub(now); next == 0 || w < next {
+				next = w
+			}
+			continue
+		}
 		if d.mu.running[id] == nil && !d.mu.queued[id] {
 			d.mu.queued[id] = true
 			recovering = append(recovering, id)
@@ -295,14 +317,23 @@ func (d *Driver) migrate(ctx context.Context, id string) {
 	st := d.cfg.Meta.State()
 	rec, ok := st.Group(id)
 	d.mu.Lock()
-	f, recovering := d.mu.recover[id]
+	p, recovering := d.mu.recover[id]
 	d.mu.Unlock()
 	if recovering {
+		f := p.fence
 		m, a := Recover(d.cfg.NodeID, id, f.To, f.Epoch, f.Reason)
 		d.execute(ctx, m, a, rec, &Migration{Group: id, From: m.From, To: m.To, Reason: f.Reason, Kind: m.Kind,
 			State: StateRunning, Started: d.clock.Now()})
 		d.mu.Lock()
-		delete(d.mu.recover, id)
+		if !m.Resume {
+			delete(d.mu.recover, id)
+		} else if ctx.Err() == nil {
+			// Tried again, the group fenced meanwhile: the target is
+			// down, or refuses (then an operator must step in).
+			p.wait = min(2*p.wait, retryMax)
+			p.at = d.clock.Now().Add(p.wait)
+			d.mu.recover[id] = p
+		}
 		d.mu.Unlock()
 		return
 	}
@@ -331,6 +362,15 @@ func (d *Driver) execute(ctx context.Context, m *Machine, a Action, rec fsm.Grou
 	d.metrics.running.Inc()
 	d.log.Info("migration starts", "group", id, "from", m.From, "to", m.To, "kind", m.Kind, "reason", mig.Reason)
 
+	if m.Kind == KindHandover || m.Kind == KindRecover {
+		// The old home's log must stay readable once the switch names
+		// the target: held open until the handover is settled.
+		d.mu.Lock()
+		if d.mu.kept[id] == nil {
+			d.mu.kept[id] = d.cfg.Replicas.Keep(id)
+		}
+		d.mu.Unlock()
+	}
 	x := &exec{d: d, m: m, rec: rec}
 	var pauseStart, pauseEnd time.Time
 	for more := m.State == StateRunning; more; {
@@ -367,6 +407,17 @@ func (d *Driver) execute(ctx context.Context, m *Machine, a Action, rec fsm.Grou
 		pauseEnd = end
 	}
 	d.mu.Lock()
+	if release := d.mu.kept[id]; release != nil && !m.Resume && ctx.Err() == nil {
+		release()
+		delete(d.mu.kept, id)
+	}
+	if m.Resume && m.Kind == KindHandover && ctx.Err() == nil {
+		// The switch committed, the tail did not reach the target: the
+		// group stays fenced here and the handover is settled from its
+		// fence record (still on disk) after a wait.
+		d.mu.recover[id] = pendingRecovery{at: end.Add(retryMin), wait: retryMin,
+			fence: fenceRecord{Group: id, To: m.To, Epoch: m.Epoch, Reason: m.Reason}}
+	}
 	mig.State, mig.Step, mig.Error = m.State, "", m.Err
 	mig.Total, mig.Pause = end.Sub(start), pauseEnd.Sub(pauseStart)
 	delete(d.mu.running, id)

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,12 @@ type exec struct {
 	// watched: the answer of an await posted to the target when the lead
 	// transfer started (the zero time if it did not serve by then).
 	watched chan time.Time
+	// switched is a handover's committed record (naming the target at the
+	// switch's epoch), sent with the tail.
+	switched *fsm.Group
+	// installed: a recovery found the target serving the group already
+	// (it installed an earlier attempt's tail): nothing to send.
+	installed bool
 }
 
 func failedOutcome(err error) Outcome { return Outcome{Result: ResultFailed, Err: err.Error()} }
@@ -41,15 +48,6 @@ func (x *exec) do(parent context.Context, a Action) Outcome {
 	d, g := x.d, x.m.Group
 	switch a.Op {
 	case OpFence:
-		if x.m.Kind == KindHandover && d.cfg.Dir != "" {
-			// Once the switch request is sent the target may switch: a
-			// restart must not find the group unfenced (fences.go).
-			// Recorded before the fence, so its sync is not in the pause.
-			f := fenceRecord{Group: g, To: a.Node, Epoch: x.m.rec.Epoch + 1, Reason: x.m.Reason}
-			if err := writeFence(d.cfg.Dir, f); err != nil {
-				return failedOutcome(err)
-			}
-		}
 		if err := d.cfg.Home.Fence(ctx, g, a.Node); err != nil {
 			// A fence that did not drain is still a fence: the machine
 			// lifts it.
@@ -70,6 +68,13 @@ func (x *exec) do(parent context.Context, a Action) Outcome {
 	case OpSwitch:
 		return x.sendTail(ctx, a)
 	case OpAbort:
+		// Only ever asked when the switch did not commit: the group is
+		// this node's, and a restart need not fence it.
+		if d.cfg.Dir != "" {
+			if err := removeFence(d.cfg.Dir, g); err != nil {
+				d.log.Warn("migration: removing a fence record", "group", g, "err", err)
+			}
+		}
 		_, err := x.call(ctx, a.Node, request{Kind: reqAbort, Group: g, ID: x.m.decision()})
 		if err != nil {
 			return failedOutcome(err)
@@ -78,10 +83,27 @@ func (x *exec) do(parent context.Context, a Action) Outcome {
 	case OpProposeHome:
 		// Proposed without waiting for this node's copy to apply it (a
 		// follower learns a commit up to a commit timeout later). With
-		// Home this node, the reclaim after a switch of unknown outcome.
+		// Home this node, a recovery's reclaim.
 		c := fsm.HomeChange{Group: g, Home: a.Home, Epoch: a.Epoch, Reason: a.Reason, At: d.clock.Now(), Handover: a.Voters}
+		if a.Voters != nil {
+			// A handover's switch: once it commits the group is the
+			// target's, whose log this node must complete, so a restart
+			// must find the group fenced and the handover to resume
+			// (fences.go). Recorded before the proposal, outside the
+			// pause.
+			c.HandoverFrom = d.cfg.NodeID
+			if d.cfg.Dir != "" {
+				if err := writeFence(d.cfg.Dir, fenceRecord{Group: g, To: a.Home, Epoch: a.Epoch, Reason: a.Reason}); err != nil {
+					return failedOutcome(err)
+				}
+			}
+		}
 		res, err := d.cfg.Meta.Propose(ctx, fsm.SetGroupHome(c))
 		o := proposal(res, err)
+		if o.Record != nil && o.Record.Home == x.m.To && o.Record.Home != d.cfg.NodeID && o.Record.Epoch == a.Epoch {
+			r := *o.Record
+			x.switched = &r // the switch, committed now or before
+		}
 		if o.Result == ResultOK {
 			x.nudge(ctx, *o.Record)
 		}
@@ -137,10 +159,10 @@ func (x *exec) do(parent context.Context, a Action) Outcome {
 }
 
 func (m *Machine) decision() uint64 {
-	if m.rec.Desired != nil {
+	if m.Decision == 0 && m.rec.Desired != nil {
 		return m.rec.Desired.Index
 	}
-	return 0
+	return m.Decision
 }
 
 // proposal maps a metadata proposal's result.
@@ -200,6 +222,14 @@ func (x *exec) call(ctx context.Context, node string, req request) (response, er
 
 // sendSnapshot copies the group's log to node in chunks.
 func (x *exec) sendSnapshot(ctx context.Context, node string) Outcome {
+	if x.m.Committed {
+		// A recovery: the target may have installed an earlier
+		// attempt's tail (its answer was lost) and serve the group.
+		if resp, err := x.call(ctx, node, request{Kind: reqStatus, Group: x.m.Group}); err == nil && resp.Open {
+			x.installed = true
+			return Outcome{Result: ResultOK}
+		}
+	}
 	r := x.d.cfg.Replicas.Get(x.m.Group)
 	if r == nil {
 		return failedOutcome(errors.New("no replica here"))
@@ -261,10 +291,21 @@ func (x *exec) sendSnapshot(ctx context.Context, node string) Outcome {
 }
 
 // sendTail sends the records appended since the snapshot; the last
-// request (reqSwitch) makes the target install the log and propose the
-// switch (a.Epoch, itself home). Its answer says when the target started
-// serving the group, which ends the pause (x.served).
+// request (reqSwitch) carries the committed switch and makes the target
+// install the log. Its answer says when the target started serving the
+// group, which ends the pause (x.served).
 func (x *exec) sendTail(ctx context.Context, a Action) Outcome {
+	if x.installed {
+		x.served = x.d.clock.Now()
+		return Outcome{Result: ResultOK}
+	}
+	if x.switched == nil {
+		return failedOutcome(errors.New("no committed switch to hand over"))
+	}
+	record, err := json.Marshal(x.switched)
+	if err != nil {
+		return failedOutcome(fmt.Errorf("encoding the switch's record: %w", err))
+	}
 	r := x.d.cfg.Replicas.Get(x.m.Group)
 	if r == nil {
 		return failedOutcome(errors.New("no replica here"))
@@ -282,17 +323,14 @@ func (x *exec) sendTail(ctx context.Context, a Action) Outcome {
 		last := len(recs) == 0 || recs[len(recs)-1].Seq+1 >= end
 		req := request{Kind: reqTail, Group: x.m.Group, ID: x.m.decision(), Records: recs}
 		if last {
-			req.Kind, req.Last, req.End, req.Epoch, req.Reason = reqSwitch, true, end, a.Epoch, string(a.Reason)
+			req.Kind, req.Last, req.End, req.Epoch, req.Record = reqSwitch, true, end, a.Epoch, record
 		}
 		sent := x.d.clock.Now()
 		resp, err := x.call(ctx, a.Node, req)
 		switch {
-		case err != nil && resp.Reason != "":
-			// Refused by the target: it proposed nothing, or its
-			// proposal lost to another change.
-			return failedOutcome(err)
-		case err != nil && last:
-			// No answer: the target may have switched.
+		case err != nil && last && resp.Reason == "":
+			// No answer: the target may have installed it (a recovery
+			// asks it first).
 			return Outcome{Result: ResultUnknown, Err: err.Error()}
 		case err != nil:
 			return failedOutcome(err)

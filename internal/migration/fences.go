@@ -12,17 +12,21 @@ import (
 	"github.com/sextantmq/sextant/internal/replication"
 )
 
-// Fence records. A handover's fence lives in the home side's memory; an
-// old home that restarts after it sent the switch request, but before it
-// learned the outcome, would take the group's publishes again while the
-// target's switch may still commit (those publishes, acknowledged, would
-// not be in the target's log). So before it fences the group (and so
-// before the switch request; the sync is then outside the pause) the old
-// home records, durably, the switch's epoch and target; a restarted
-// node reads the records before its home side serves anything, fences
-// those groups again, and settles each (Recover): it proposes the record
-// unchanged at that epoch, and the record says whose the group is. The
-// record is removed once the fence is lifted or turned into a redirect.
+// Fence records. Once a handover's switch commits the group is the
+// target's, whose log must be completed by this node: an old home that
+// restarted after proposing the switch, before the target had the tail,
+// would otherwise neither take the group's publishes safely (the target
+// may be serving, or will once it has a log) nor know it must still send
+// the log. So before it proposes the switch (outside the pause) the old
+// home records, durably, the switch's epoch and target; a restarted node
+// reads the records before its home side serves anything, fences those
+// groups again, holds their replicas open, and settles each (Recover): it
+// proposes the record unchanged at that epoch, and the record says whose
+// the group is (this node's: the fence is lifted; the target's: the log
+// is handed over again). The record is removed once the fence is lifted
+// (the switch did not commit) or turned into a redirect (the target
+// serves). A handover whose tail failed after the switch is settled the
+// same way, without a restart.
 
 // fenceRecord is one group's record (a JSON file named after the group).
 type fenceRecord struct {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/clock"
@@ -36,8 +38,12 @@ func (o oneReplica) Get(id string) *replicas.Replica {
 	return nil
 }
 
+func (oneReplica) Keep(string) func() { return func() {} }
+
 // openOnRecord is the target's replica set: it runs group g (on the log
-// installed in dir) once the record names this node ("b").
+// installed in dir) once the record names this node ("b") and, for a
+// record naming it by a handover, the log is marked installed for the
+// record's epoch (as replicas.Set does).
 type openOnRecord struct {
 	t        *testing.T
 	meta     *fakeMeta
@@ -48,13 +54,17 @@ type openOnRecord struct {
 }
 
 func (o *openOnRecord) Expect(rec fsm.Group) {
-	if rec.Home == "b" {
+	if rec.Home == "b" && (rec.HandoverFrom == "" || replicas.HandoverMark(o.dir, rec.ID) == rec.Epoch) {
 		o.expected.Store(true)
 	}
 }
 
+func (o *openOnRecord) Keep(string) func() { return func() {} }
+
 func (o *openOnRecord) Get(id string) *replicas.Replica {
-	if rec, ok := o.meta.State().Group(id); (!ok || rec.Home != "b") && !o.expected.Load() {
+	rec, ok := o.meta.State().Group(id)
+	named := ok && rec.Home == "b" && (rec.HandoverFrom == "" || replicas.HandoverMark(o.dir, id) == rec.Epoch)
+	if !named && !o.expected.Load() {
 		return nil
 	}
 	if o.r == nil {
@@ -74,10 +84,12 @@ func (o *openOnRecord) Get(id string) *replicas.Replica {
 }
 
 // TestHandoverInstallsAnEqualLog: the snapshot, sent in many chunks while
-// publishes go on, then the tail, leave the target a log equal to the old
-// home's, installed where its replica set opens the group; the target
-// then switches the record to itself and answers that it serves; a second
-// handover of a group the target already runs is refused.
+// publishes go on, then the switch (the target does not open the group on
+// the record alone), then the tail with the publishes taken meanwhile,
+// leave the target a log equal to the old home's, installed where its
+// replica set opens the group and marked for the switch's epoch; the
+// target answers that it serves; a second handover of a group the target
+// already runs is refused.
 func TestHandoverInstallsAnEqualLog(t *testing.T) {
 	old := chunkBytes
 	chunkBytes = 4096
@@ -107,25 +119,32 @@ func TestHandoverInstallsAnEqualLog(t *testing.T) {
 	dstDir := t.TempDir()
 	meta := newHandoverMeta(t)
 	target := &openOnRecord{t: t, meta: meta, dir: dstDir, opts: opts}
-	rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dstDir, Groups: target, Meta: meta, Log: opts})
+	rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dstDir, Groups: target, Log: opts})
 	defer rv.Close()
-	d := &Driver{cfg: Config{Peers: direct{rv}, Meta: meta}, clock: clock.Real{}}
+	d := &Driver{cfg: Config{NodeID: "a", Peers: direct{rv}, Meta: meta}, clock: clock.Real{}}
 	rec, _ := meta.State().Group("g")
-	x := &exec{d: d, m: &Machine{Group: "g", rec: rec}}
+	x := &exec{d: d, m: &Machine{Group: "g", To: "b", rec: rec}}
 	d.cfg.Replicas = oneReplica{&replicas.Replica{ID: "g", Seq: src}}
 	ctx := context.Background()
 	if o := x.sendSnapshot(ctx, "b"); o.Result != ResultOK {
 		t.Fatalf("snapshot: %+v", o)
 	}
-	publish(200) // the tail
-	if o := x.sendTail(ctx, Action{Op: OpSwitch, Node: "b", Epoch: 2, Reason: fsm.ReasonManual}); o.Result != ResultOK {
-		t.Fatalf("tail and switch: %+v", o)
+	publish(100)
+	if o := x.do(ctx, Action{Op: OpProposeHome, Node: "b", Home: "b", Epoch: 2, Reason: fsm.ReasonManual, Voters: []string{"b"}}); o.Result != ResultOK {
+		t.Fatalf("the switch: %+v", o)
 	}
-	if g, _ := meta.State().Group("g"); g.Home != "b" || g.Epoch != 2 || len(g.Voters) != 1 || g.Voters[0] != "b" || g.HomeReason != fsm.ReasonManual {
+	if g, _ := meta.State().Group("g"); g.Home != "b" || g.Epoch != 2 || len(g.Voters) != 1 || g.Voters[0] != "b" || g.HomeReason != fsm.ReasonManual || g.HandoverFrom != "a" {
 		t.Fatalf("after the switch the record is %+v", g)
 	}
-	if x.served.IsZero() || !target.expected.Load() {
-		t.Errorf("the target's answer did not say it serves the group, or it did not open it on the switch's answer")
+	if target.Get("g") != nil {
+		t.Fatal("the target opened the group on the record, before the tail")
+	}
+	publish(100) // the old home serves until it fences: still in the tail
+	if o := x.sendTail(ctx, Action{Op: OpSwitch, Node: "b", Epoch: 2}); o.Result != ResultOK {
+		t.Fatalf("tail: %+v", o)
+	}
+	if x.served.IsZero() || !target.expected.Load() || replicas.HandoverMark(dstDir, "g") != 2 {
+		t.Errorf("the target's answer did not say it serves the group, it was not told the record, or the log is not marked for epoch 2")
 	}
 	dst := target.Get("g").Seq
 	a, _ := src.ReadRaw(1, 1<<20, 64<<20)
@@ -161,12 +180,11 @@ func newHandoverMeta(t *testing.T) *fakeMeta {
 }
 
 // lossy routes MethodMigrate calls to a Receiver, losing the switch
-// request's answer (the target switched; the old home does not know) or
-// the request itself (kept, to be delivered late).
+// request's answer (the target installed the tail; the old home does not
+// know) or the request itself.
 type lossy struct {
 	rv       *Receiver
 	loseWhat string // "answer" or "request"
-	late     []byte
 	// fences: the old home's fence records; recorded: one was there
 	// when the switch request went out.
 	fences   string
@@ -180,10 +198,10 @@ func (l *lossy) Call(ctx context.Context, _ string, _ byte, body []byte) ([]byte
 		l.recorded = len(f) == 1 && f[0].Group == req.Group && f[0].Epoch == req.Epoch
 	}
 	if err == nil && req.Kind == reqSwitch && l.loseWhat != "" {
-		if l.loseWhat == "answer" {
+		lose := l.loseWhat
+		l.loseWhat = "" // once
+		if lose == "answer" {
 			_, _ = l.rv.Serve(ctx, "a", body)
-		} else {
-			l.late = body
 		}
 		return nil, errors.New("connection lost")
 	}
@@ -210,21 +228,22 @@ func sourceLog(t *testing.T, opts topiclog.Options, n int) *sequencer.Sequencer 
 	return src
 }
 
-// TestSwitchOutcomeUnknown runs a handover through the machine and the
-// driver's operations when the switch request or its answer is lost: the
-// old home proposes the record unchanged at the switch's epoch, and
-// exactly one of the two proposals commits. When the target's won, the
-// old home redirects and the migration is done; when the old home's won,
-// the fence is lifted, and the target's late request is refused (it never
-// serves the group). A switch refused outright (the record moved on) or a
-// tail that does not reach the old home's end switch nothing.
-func TestSwitchOutcomeUnknown(t *testing.T) {
+// TestTailLostAfterTheSwitch runs a handover through the machine and the
+// driver's operations when the switch request or its answer is lost
+// (after the switch committed): the old home stays fenced with its fence
+// record, never gives the group back, and the recovery hands the log over
+// again (the request lost: the target, which never opened the group
+// meanwhile, installs it whole) or finds the target serving (the answer
+// lost); then it redirects and removes the record. A recovery whose
+// reclaim commits (the switch never did) lifts the fence and tells the
+// target to drop what it was handed.
+func TestTailLostAfterTheSwitch(t *testing.T) {
 	opts := topiclog.Options{SegmentBytes: topiclog.MinSegmentBytes}
 	setup := func(t *testing.T, loseWhat string) (*fakeMeta, *openOnRecord, *lossy, *Driver, *fakeFencer) {
 		meta := newHandoverMeta(t)
 		dir := t.TempDir()
 		target := &openOnRecord{t: t, meta: meta, dir: dir, opts: opts}
-		rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: target, Meta: meta, Log: opts})
+		rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: target, Log: opts})
 		t.Cleanup(rv.Close)
 		peers := &lossy{rv: rv, loseWhat: loseWhat, fences: t.TempDir()}
 		fencer := &fakeFencer{fenced: map[string]bool{}}
@@ -232,9 +251,8 @@ func TestSwitchOutcomeUnknown(t *testing.T) {
 			Replicas: oneReplica{&replicas.Replica{ID: "g", Seq: sourceLog(t, opts, 50)}}}, clock: clock.Real{}}
 		return meta, target, peers, d, fencer
 	}
-	run := func(t *testing.T, d *Driver) (*Machine, []string) {
+	run := func(d *Driver, m *Machine, a Action) []string {
 		rec, _ := d.cfg.Meta.State().Group("g")
-		m, a, _ := Plan("a", rec)
 		x := &exec{d: d, m: m, rec: rec}
 		var trace []string
 		for more := true; more; {
@@ -242,57 +260,87 @@ func TestSwitchOutcomeUnknown(t *testing.T) {
 			trace = append(trace, a.String()+" <- "+string(o.Result))
 			a, more = m.Step(o)
 		}
-		if f, err := readFences(d.cfg.Dir); err != nil || len(f) != 0 || !d.cfg.Peers.(*lossy).recorded {
-			t.Errorf("fence records %+v (%v) after the migration; one recorded during the switch: %v", f, err, d.cfg.Peers.(*lossy).recorded)
-		}
-		return m, trace
+		return trace
 	}
-	t.Run("the answer is lost: the target's switch won", func(t *testing.T) {
-		meta, target, _, d, fencer := setup(t, "answer")
-		m, trace := run(t, d)
-		if g, _ := meta.State().Group("g"); m.State != StateDone || g.Home != "b" || g.Epoch != 2 || len(fencer.fenced) != 0 || target.Get("g") == nil {
-			t.Fatalf("state %s (%s), record %+v, fenced %v:\n%s", m.State, m.Err, g, fencer.fenced, strings.Join(trace, "\n"))
-		}
-	})
-	t.Run("the request is lost: the old home's proposal won", func(t *testing.T) {
-		meta, target, peers, d, fencer := setup(t, "request")
-		m, trace := run(t, d)
-		if g, _ := meta.State().Group("g"); m.State != StateFailed || g.Home != "a" || g.Epoch != 2 || len(fencer.fenced) != 0 {
-			t.Fatalf("state %s (%s), record %+v, fenced %v:\n%s", m.State, m.Err, g, fencer.fenced, strings.Join(trace, "\n"))
-		}
-		// The request arrives late: the target's switch conflicts.
-		body, err := peers.rv.Serve(context.Background(), "a", peers.late)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := decodeResponse(body)
-		if err != nil || resp.OK {
-			t.Fatalf("the late switch was answered %+v, %v; want refused", resp, err)
-		}
-		if g, _ := meta.State().Group("g"); g.Home != "a" || g.Epoch != 2 || target.Get("g") != nil {
-			t.Fatalf("after the late switch: record %+v, the target serves: %v", g, target.Get("g") != nil)
-		}
-	})
-	t.Run("refused outright", func(t *testing.T) {
-		meta, target, _, d, _ := setup(t, "")
-		meta.must(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g", Home: "a", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(200, 0)}))
+	for _, lose := range []string{"answer", "request"} {
+		t.Run("the "+lose+" is lost", func(t *testing.T) {
+			meta, target, peers, d, fencer := setup(t, lose)
+			rec, _ := meta.State().Group("g")
+			m, a, _ := Plan("a", rec)
+			trace := run(d, m, a)
+			g, _ := meta.State().Group("g")
+			f, err := readFences(d.cfg.Dir)
+			if m.State != StateFailed || !m.Resume || !fencer.fenced["g"] || g.Home != "b" || g.Epoch != 2 || g.HandoverFrom != "a" ||
+				err != nil || len(f) != 1 || !peers.recorded {
+				t.Fatalf("state %s resume %v (%s), record %+v, fenced %v, fence records %+v (%v), recorded at the switch %v:\n%s",
+					m.State, m.Resume, m.Err, g, fencer.fenced, f, err, peers.recorded, strings.Join(trace, "\n"))
+			}
+			if open := target.Get("g") != nil; open != (lose == "answer") {
+				t.Fatalf("the target serves: %v (it installed the tail: %v)", open, lose == "answer")
+			}
+			m, a = Recover("a", "g", f[0].To, f[0].Epoch, f[0].Reason)
+			trace = run(d, m, a)
+			g, _ = meta.State().Group("g")
+			f, err = readFences(d.cfg.Dir)
+			if m.State != StateDone || fencer.fenced["g"] || fencer.redirected["g"] != "b" || g.Home != "b" || g.Epoch != 2 ||
+				err != nil || len(f) != 0 || target.Get("g") == nil {
+				t.Fatalf("recovery: state %s (%s), record %+v, fenced %v, redirected %v, fence records %+v (%v):\n%s",
+					m.State, m.Err, g, fencer.fenced, fencer.redirected, f, err, strings.Join(trace, "\n"))
+			}
+			if n := target.Get("g").Seq.NextSeq(); n != 51 {
+				t.Errorf("the target's log ends at %d, want 51", n)
+			}
+		})
+	}
+	t.Run("the reclaim commits", func(t *testing.T) {
+		meta, target, _, d, fencer := setup(t, "")
 		rec, _ := meta.State().Group("g")
 		x := &exec{d: d, m: &Machine{Group: "g", rec: rec}}
 		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
 			t.Fatalf("snapshot: %+v", o)
 		}
-		if o := x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 2, Reason: fsm.ReasonManual}); o.Result != ResultFailed {
-			t.Fatalf("a switch at a taken epoch: %+v, want failed", o)
+		if err := writeFence(d.cfg.Dir, fenceRecord{Group: "g", To: "b", Epoch: 2, Reason: fsm.ReasonManual}); err != nil {
+			t.Fatal(err)
+		}
+		fencer.fenced["g"] = true
+		m, a := Recover("a", "g", "b", 2, fsm.ReasonManual)
+		trace := run(d, m, a)
+		g, _ := meta.State().Group("g")
+		f, err := readFences(d.cfg.Dir)
+		if m.State != StateFailed || m.Resume || fencer.fenced["g"] || g.Home != "a" || g.Epoch != 2 || err != nil || len(f) != 0 || target.Get("g") != nil {
+			t.Fatalf("state %s (%s), record %+v, fenced %v, fence records %+v (%v):\n%s", m.State, m.Err, g, fencer.fenced, f, err, strings.Join(trace, "\n"))
+		}
+		if _, staged := x.d.cfg.Peers.(*lossy).rv.staged["g"]; staged {
+			t.Error("the target kept its staging after the abort")
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		meta, target, _, d, _ := setup(t, "")
+		rec, _ := meta.State().Group("g")
+		x := &exec{d: d, m: &Machine{Group: "g", To: "b", rec: rec}}
+		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
+			t.Fatalf("snapshot: %+v", o)
+		}
+		// A record that does not name the target.
+		x.switched = &rec
+		if o := x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 2}); o.Result != ResultFailed {
+			t.Fatalf("a switch whose record names another home: %+v, want failed", o)
+		}
+		if o := x.do(context.Background(), Action{Op: OpProposeHome, Home: "b", Epoch: 2, Reason: fsm.ReasonManual, Voters: []string{"b"}}); o.Result != ResultOK || x.switched == nil {
+			t.Fatalf("the switch: %+v", o)
+		}
+		if target.Get("g") != nil {
+			t.Fatal("the target opened the group on the record, before the tail")
 		}
 		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
 			t.Fatalf("snapshot: %+v", o)
 		}
 		x.next-- // the tail would not reach the old home's end
-		if o := x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 3, Reason: fsm.ReasonManual}); o.Result != ResultFailed {
+		if o := x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 2}); o.Result != ResultFailed {
 			t.Fatalf("a tail short of the old home's end: %+v, want failed", o)
 		}
-		if g, _ := meta.State().Group("g"); g.Home != "a" || g.Epoch != 2 || target.Get("g") != nil {
-			t.Fatalf("record %+v, the target serves: %v", g, target.Get("g") != nil)
+		if target.Get("g") != nil {
+			t.Fatal("the target serves a log short of the old home's")
 		}
 	})
 }
@@ -313,4 +361,78 @@ func TestServedAt(t *testing.T) {
 			t.Errorf("after %v: served at %v, want the answer's arrival", after, got.Sub(t0))
 		}
 	}
+}
+
+// closedSet is a target's replica set that has not opened the group yet.
+type closedSet struct{}
+
+func (closedSet) Get(string) *replicas.Replica { return nil }
+func (closedSet) Keep(string) func()           { return func() {} }
+func (closedSet) Expect(fsm.Group)             {}
+
+// TestInstalledLogNotReplaced: a switch request for an epoch whose log is
+// installed already (an earlier attempt's answer was lost, and the replica
+// set may be opening that log) is answered without replacing it.
+func TestInstalledLogNotReplaced(t *testing.T) {
+	opts := topiclog.Options{SegmentBytes: topiclog.MinSegmentBytes}
+	meta := newHandoverMeta(t)
+	dir := t.TempDir()
+	rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: closedSet{}, Log: opts})
+	defer rv.Close()
+	hand := func(n int) Outcome {
+		d := &Driver{cfg: Config{NodeID: "a", Peers: direct{rv}, Meta: meta,
+			Replicas: oneReplica{&replicas.Replica{ID: "g", Seq: sourceLog(t, opts, n)}}}, clock: clock.Real{}}
+		rec, _ := meta.State().Group("g")
+		x := &exec{d: d, m: &Machine{Group: "g", To: "b", rec: rec}}
+		if o := x.sendSnapshot(context.Background(), "b"); o.Result != ResultOK {
+			t.Fatalf("snapshot: %+v", o)
+		}
+		sw := rec
+		sw.Home, sw.Voters, sw.Epoch, sw.HandoverFrom, sw.Desired = "b", []string{"b"}, 2, "a", nil
+		x.switched = &sw
+		return x.sendTail(context.Background(), Action{Op: OpSwitch, Node: "b", Epoch: 2})
+	}
+	if o := hand(50); o.Result != ResultOK {
+		t.Fatalf("first install: %+v", o)
+	}
+	if o := hand(10); o.Result != ResultOK {
+		t.Fatalf("the same epoch again: %+v", o)
+	}
+	seq, err := sequencer.Open(topiclog.OSFS{}, filepath.Join(dir, replication.GroupID("g").DirName(), "log"), sequencer.Options{BatchEntries: true, Log: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	if n := seq.NextSeq(); n != 51 || replicas.HandoverMark(dir, "g") != 2 {
+		t.Fatalf("installed log ends at %d (want 51, the first install's), mark %d", n, replicas.HandoverMark(dir, "g"))
+	}
+}
+
+// TestAwaitServing: an operator's move waits until the target serves the
+// group, not only until the record names it.
+func TestAwaitServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := topiclog.Options{SegmentBytes: topiclog.MinSegmentBytes}
+		meta := newHandoverMeta(t)
+		dir := t.TempDir()
+		target := &openOnRecord{t: t, meta: meta, dir: dir, opts: opts}
+		rv := NewReceiver(ReceiverConfig{NodeID: "b", Dir: dir, Groups: target, Log: opts})
+		defer rv.Close()
+		meta.must(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g", Home: "b", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(200, 0),
+			Handover: []string{"b"}, HandoverFrom: "a"}))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := AwaitServing(ctx, direct{rv}, nil, "b", "g"); err == nil {
+			t.Fatal("the target serves a group whose log it was never handed")
+		}
+		if err := os.MkdirAll(filepath.Join(dir, replication.GroupID("g").DirName()), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := replicas.WriteHandoverMark(dir, "g", 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := AwaitServing(context.Background(), direct{rv}, nil, "b", "g"); err != nil {
+			t.Fatalf("once installed: %v", err)
+		}
+	})
 }

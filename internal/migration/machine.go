@@ -15,8 +15,10 @@ type Kind string
 // Kinds.
 const (
 	// KindHandover moves a group of one replica to a node that holds none:
-	// the old home's log goes to the target, which then switches the
-	// record's voters and home in one step (set_group_home with Handover).
+	// the old home sends its log, proposes the switch (set_group_home with
+	// Handover and HandoverFrom: the record's voters and home in one
+	// step) while it still serves, and once that committed fences the
+	// group and sends the tail; the target serves once it installed it.
 	KindHandover Kind = "handover"
 	// KindReplicated moves a replicated group's home: the target joins as
 	// a learner if it is not a replica, catches up, is promoted, and takes
@@ -25,10 +27,12 @@ const (
 	// KindSettle is the end of a replicated migration, on the new home:
 	// the replicas the decision does not keep are removed.
 	KindSettle Kind = "settle"
-	// KindRecover settles, on an old home that restarted, a handover
-	// whose switch it may have started (its fence record, fences.go):
-	// the record unchanged at the switch's epoch, then the fence lifted
-	// or turned into a redirect.
+	// KindRecover settles a handover from its fence record (fences.go), on
+	// an old home that restarted during it or whose tail did not reach the
+	// target after the switch committed: the record unchanged at the
+	// switch's epoch (whichever of the two commits decides); if the switch
+	// had won, the whole log is handed over again (the group fenced), else
+	// the fence is lifted.
 	KindRecover Kind = "recover"
 )
 
@@ -45,17 +49,19 @@ const (
 	// "moving" (access nodes hold them) and waits for what it took to
 	// be applied.
 	OpFence Op = "fence"
-	// OpSwitch sends the records appended since the snapshot (the
-	// target's log is then equal to the old home's); the target installs
-	// the log, proposes the switch (set_group_home: Epoch, itself home and
-	// only voter) and answers once it serves the group. ok: switched;
-	// failed: the target refused before proposing, or its proposal lost
-	// (nothing switched); unknown: no answer (it may have switched).
+	// OpSwitch sends, once the switch committed and the group is fenced,
+	// the records appended since the snapshot (the target's log is then
+	// equal to the old home's) with the committed record; the target
+	// installs the log, marks it installed for Epoch and answers once it
+	// serves the group. Anything but ok leaves the group fenced here and
+	// the handover to be resumed from the fence record (the switch
+	// committed: the group is the target's, whose log must be complete).
 	OpSwitch Op = "send_tail_switch"
 	// OpProposeHome records a new home (epoch + 1); Voters set means a
-	// handover (the voters are replaced too). With Home the node running
-	// the migration, it is the reclaim after a switch of unknown outcome:
-	// the same epoch as the target's switch, so exactly one of the two
+	// handover's switch (the voters are replaced too, and the record says
+	// this node hands the log over): it is written to the fence record
+	// first. With Home the node running the migration, it is the reclaim
+	// of a recovery: the switch's epoch, so exactly one of the two
 	// commits, and the record says which.
 	OpProposeHome Op = "propose_home"
 	// OpProposeMembers records the voters and learners.
@@ -171,6 +177,19 @@ type Machine struct {
 	Err   string
 	// Paused: the group is fenced here (publishes are held).
 	Paused bool
+	// Resume: the migration ended failed after a handover's switch
+	// committed, with the group fenced here: the target must still be
+	// handed the log, by a recovery from the fence record (the driver
+	// schedules it).
+	Resume bool
+	// Committed: the handover's switch is known to have committed (the
+	// record names the target at the switch's epoch).
+	Committed bool
+	// Epoch is a handover's switch's (the record's + 1 when it started).
+	Epoch uint64
+	// Decision is the index of the decision carried out (0: a recovery):
+	// it names the handover to the target.
+	Decision uint64
 
 	rec     fsm.Group
 	pending Action   // the action whose outcome is awaited
@@ -198,17 +217,22 @@ func Plan(self string, rec fsm.Group) (m *Machine, first Action, ok bool) {
 		return nil, Action{}, false
 	}
 	m = &Machine{Group: rec.ID, Self: self, From: rec.Home, To: d.Home, Reason: HomeReason(d.Reason),
-		Want: slices.Clone(d.Voters), State: StateRunning, rec: rec}
+		Want: slices.Clone(d.Voters), State: StateRunning, rec: rec, Decision: d.Index}
 	switch {
 	case d.Home == rec.Home:
 		m.Kind = KindSettle
 		m.queue = m.settleActions()
 	case len(rec.Voters) == 1 && len(rec.Learners) == 0 && len(d.Voters) == 1 && !slices.Contains(rec.Voters, d.Home):
 		m.Kind = KindHandover
+		m.Epoch = rec.Epoch + 1
+		// The switch commits while this node still serves: the target
+		// serves only once it installed the tail, which is sent after
+		// the fence, so the pause holds no metadata round.
 		m.queue = []Action{
 			{Op: OpSendSnapshot, Node: d.Home},
+			{Op: OpProposeHome, Node: d.Home, Home: d.Home, Epoch: rec.Epoch + 1, Reason: m.Reason, Voters: []string{d.Home}},
 			{Op: OpFence, Node: d.Home},
-			{Op: OpSwitch, Node: d.Home, Home: d.Home, Epoch: rec.Epoch + 1, Reason: m.Reason},
+			{Op: OpSwitch, Node: d.Home, Home: d.Home, Epoch: rec.Epoch + 1},
 			{Op: OpUnfence, Node: d.Home, Redirect: true},
 			{Op: OpAwaitTarget, Node: d.Home},
 		}
@@ -223,14 +247,20 @@ func Plan(self string, rec fsm.Group) (m *Machine, first Action, ok bool) {
 	return m, m.next(), true
 }
 
-// Recover plans the settling of a handover of group from self to to that
-// self, restarted, may have left with its switch (at epoch) under way: the
-// group is fenced (since the restart) until the record says whose it is.
+// Recover plans the settling of a handover of group from self to to whose
+// switch (at epoch) may have committed with the target not yet handed the
+// whole log: self restarted during it, or its tail did not reach the
+// target. The group is fenced here until the record says whose it is: the
+// reclaim (the record unchanged at epoch) commits or conflicts with the
+// switch; if the switch won, the log is handed over again whole.
 func Recover(self, group, to string, epoch uint64, reason fsm.Reason) (*Machine, Action) {
 	m := &Machine{Group: group, Self: self, From: self, To: to, Kind: KindRecover, Reason: reason, State: StateRunning,
-		Paused: true, Err: "restarted during a handover"}
+		Paused: true, Err: "a handover to settle", Epoch: epoch}
 	m.queue = []Action{
 		{Op: OpProposeHome, Node: to, Home: self, Epoch: epoch, Reason: reason},
+		{Op: OpFence, Node: to},
+		{Op: OpSendSnapshot, Node: to},
+		{Op: OpSwitch, Node: to, Home: to, Epoch: epoch},
 		{Op: OpUnfence, Node: to, Redirect: true},
 		{Op: OpAwaitTarget, Node: to},
 	}
@@ -316,15 +346,12 @@ func (m *Machine) Step(o Outcome) (Action, bool) {
 	if o.Record != nil {
 		m.rec = *o.Record
 	}
-	if a.Op == OpSwitch && o.Result == ResultUnknown {
-		// The target may have switched: propose the record unchanged at
-		// the switch's epoch; whichever of the two commits decides.
-		m.Err = string(a.Op) + ": " + describe(o)
-		m.queue = append([]Action{{Op: OpProposeHome, Node: m.To, Home: m.Self, Epoch: a.Epoch, Reason: m.Reason}}, m.queue...)
-		return m.next(), true
-	}
 	if a.Op == OpProposeHome && a.Home == m.Self {
 		return m.reclaimed(a, o)
+	}
+	if a.Op == OpProposeHome && a.Voters != nil && (o.Result == ResultOK ||
+		o.Result == ResultConflict && o.Record != nil && o.Record.Home == a.Home && o.Record.Epoch == a.Epoch) {
+		m.Committed = true
 	}
 	switch o.Result {
 	case ResultOK:
@@ -369,15 +396,17 @@ func (m *Machine) reclaimed(a Action, o Outcome) (Action, bool) {
 	case o.Result == ResultOK,
 		o.Result == ResultConflict && o.Record != nil && o.Record.Home == m.Self && o.Record.Epoch >= a.Epoch:
 		// The reclaim won (now or in an earlier attempt; or the record
-		// names this node at a later epoch still): the target's switch
-		// cannot commit; the group stays here.
+		// names this node at a later epoch still): the switch cannot
+		// commit; the group stays here.
 		m.failing = true
 		m.Err += "; the reclaim committed: the group stays here"
 		m.queue = []Action{{Op: OpUnfence, Node: m.To}, {Op: OpAbort, Node: m.To}}
 		return m.next(), true
 	case o.Result == ResultConflict && o.Record != nil && o.Record.Home == m.To && o.Record.Epoch == a.Epoch:
-		// The target's switch won: the migration is done.
+		// The switch won: the group is the target's, which is handed
+		// the whole log (fenced here) before it serves.
 		m.Err = ""
+		m.Committed = true
 		return m.next(), true
 	}
 	// Another change, or a refusal (the group deleted): the record does
@@ -406,6 +435,16 @@ func (m *Machine) fail(a Action, o Outcome) (Action, bool) {
 	m.failing = true
 	m.Err = string(a.Op) + ": " + describe(o)
 	m.queue = nil
+	if m.Committed && m.Paused {
+		// A handover's switch committed, the tail not delivered: the
+		// group is the target's, so nothing is undone (this node must
+		// never take its publishes again, and the target must not be
+		// told to drop its staging); it stays fenced and is resumed from
+		// the fence record.
+		m.Resume = true
+		m.State = StateFailed
+		return Action{}, false
+	}
 	if a.Op == OpAwaitTarget || (a.Op == OpUnfence && a.Redirect) {
 		// The switch committed: the group is the target's; nothing to
 		// undo (a target slow to serve is the target's business).

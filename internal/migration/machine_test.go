@@ -45,14 +45,14 @@ func TestMachineTrace(t *testing.T) {
 		outcomes []Outcome
 		recover  bool // Recover (a restart during the handover) rather than Plan
 	}{
-		{"replicas 1: handover", "a", one, []Outcome{ok(), ok(), ok(), ok(), ok()}, false},
+		{"replicas 1: handover", "a", one, []Outcome{ok(), ok(), ok(), ok(), ok(), ok()}, false},
 		{"replicas 1: snapshot fails", "a", one, []Outcome{failed("link down"), ok()}, false},
-		{"replicas 1: tail refused or switch lost, fence lifted", "a", one, []Outcome{ok(), ok(), failed("the switch was refused"), ok(), ok()}, false},
-		{"replicas 1: switch unknown, the target's switch won", "a", one, []Outcome{ok(), ok(), unknown(), conflict(moved), ok(), ok()}, false},
-		{"replicas 1: switch unknown, the reclaim wins", "a", one, []Outcome{ok(), ok(), unknown(), ok(), ok(), ok()}, false},
-		{"replicas 1: switch and reclaim unknown, an earlier reclaim won", "a", one, []Outcome{ok(), ok(), unknown(), unknown(), conflict(reclaimed), ok(), ok()}, false},
-		{"replicas 1: switch unknown, the record moved elsewhere", "a", one, []Outcome{ok(), ok(), unknown(), conflict(elsewhere), ok()}, false},
-		{"replicas 1: target slow to serve", "a", one, []Outcome{ok(), ok(), ok(), ok(), failed("deadline")}, false},
+		{"replicas 1: switch refused, nothing to undo but the staging", "a", one, []Outcome{ok(), conflict(elsewhere), ok()}, false},
+		{"replicas 1: switch unknown, then committed", "a", one, []Outcome{ok(), unknown(), conflict(moved), ok(), ok(), ok(), ok()}, false},
+		{"replicas 1: tail lost after the switch: fenced, resumed", "a", one, []Outcome{ok(), ok(), ok(), unknown()}, false},
+		{"replicas 1: tail refused after the switch: fenced, resumed", "a", one, []Outcome{ok(), ok(), ok(), failed("no handover staged")}, false},
+		{"replicas 1: fence does not drain after the switch: fenced, resumed", "a", one, []Outcome{ok(), ok(), failed("deadline")}, false},
+		{"replicas 1: target slow to serve", "a", one, []Outcome{ok(), ok(), ok(), ok(), ok(), failed("deadline")}, false},
 		{"replicas 3: new replica, then lead", "a", three, []Outcome{ok(), ok(), ok(), ok(), ok(), ok(), ok(), ok(), ok()}, false},
 		{"replicas 3: leadership only", "a", rec("a", 2, []string{"a", "b", "c"}, nil, "b", []string{"b", "a", "c"}, fsm.ReasonOverload),
 			[]Outcome{ok(), ok(), ok(), ok()}, false},
@@ -60,8 +60,11 @@ func TestMachineTrace(t *testing.T) {
 			[]Outcome{ok(), failed("not caught up"), ok()}, false},
 		{"replicas 3: the new home settles", "b", settle, []Outcome{ok(), ok()}, false},
 		{"not the home", "b", one, nil, false},
-		{"recover after a restart: the reclaim wins", "a", one, []Outcome{ok(), ok(), ok()}, true},
-		{"recover after a restart: the target's switch had won", "a", one, []Outcome{conflict(moved), ok(), ok()}, true},
+		{"recover: the reclaim wins", "a", one, []Outcome{ok(), ok(), ok()}, true},
+		{"recover: the reclaim unknown, then an earlier attempt won", "a", one, []Outcome{unknown(), conflict(reclaimed), ok(), ok()}, true},
+		{"recover: the switch had won, the log handed over again", "a", one, []Outcome{conflict(moved), ok(), ok(), ok(), ok(), ok()}, true},
+		{"recover: the switch had won, the target still down", "a", one, []Outcome{conflict(moved), ok(), failed("link down")}, true},
+		{"recover: the record moved elsewhere", "a", one, []Outcome{conflict(elsewhere), ok()}, true},
 	}
 	var out strings.Builder
 	for _, sc := range scenarios {
@@ -86,7 +89,7 @@ func TestMachineTrace(t *testing.T) {
 			fmt.Fprintf(&out, "<- %s\n", describe(o))
 			a, more = m.Step(o)
 		}
-		fmt.Fprintf(&out, "   %s paused=%v err=%q\n", m.State, m.Paused, m.Err)
+		fmt.Fprintf(&out, "   %s paused=%v resume=%v err=%q\n", m.State, m.Paused, m.Resume, m.Err)
 	}
 	golden := filepath.Join("testdata", "machine.golden")
 	if *update {
@@ -104,8 +107,9 @@ func TestMachineTrace(t *testing.T) {
 }
 
 // TestMachineNeverEndsFenced: whatever the outcomes, a migration that ends
-// failed before its switch leaves the group unfenced, and one that ends
-// done has switched.
+// failed before its switch leaves the group unfenced; one whose switch
+// committed never lifts the fence nor tells the target to drop what it
+// was handed, and ends fenced only to be resumed.
 func TestMachineNeverEndsFenced(t *testing.T) {
 	recs := []fsm.Group{
 		rec("a", 4, []string{"a"}, nil, "b", []string{"b"}, fsm.ReasonManual),
@@ -132,10 +136,21 @@ func TestMachineNeverEndsFenced(t *testing.T) {
 				u++
 			}
 			if !more {
-				if mm.Paused && mm.State == StateFailed {
+				// Fenced at the end only when the switch committed and
+				// the target still needs the tail: resumed then.
+				if mm.Paused && mm.State == StateFailed && !(mm.Resume && mm.Committed) {
 					t.Fatalf("ended %s fenced after %s/%s: %s", mm.State, a.Op, r, mm.Err)
 				}
+				if mm.Resume && !mm.Paused {
+					t.Fatalf("to resume but not fenced after %s/%s: %s", a.Op, r, mm.Err)
+				}
 				continue
+			}
+			if mm.Committed && next.Op == OpAbort {
+				t.Fatalf("the target told to drop its staging after the switch committed (%s/%s)", a.Op, r)
+			}
+			if mm.Committed && next.Op == OpUnfence && !next.Redirect {
+				t.Fatalf("the fence lifted after the switch committed (%s/%s)", a.Op, r)
 			}
 			walk(mm, next, depth+1, u)
 		}

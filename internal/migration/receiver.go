@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,10 @@ import (
 // (*replicas.Set).
 type Replicas interface {
 	Get(id string) *replicas.Replica
+	// Keep holds the replica of a group open (opening it on this node's
+	// storage) until release, though the record names another node: a
+	// handover's old home reads its log after the switch committed.
+	Keep(id string) (release func())
 }
 
 var _ Replicas = (*replicas.Set)(nil)
@@ -41,31 +46,18 @@ const (
 	awaitPoll = time.Millisecond
 )
 
-// switchTimeout bounds the target's switch: its proposal, made again
-// while its outcome is unknown (the epoch precondition makes repeats
-// safe). The old home, whose call may end first, settles the outcome with
-// its own proposal at the same epoch (see Machine).
-const switchTimeout = 10 * time.Second
-
 // Receiver is the target's side of a handover: it stages the snapshot and
-// the tail a group's old home sends, installs the log where the node's
-// replica set opens it, and proposes the switch that names this node home.
-// It also answers the old home's questions about this node's replica of a
-// group.
+// the tail a group's old home sends and, once the switch naming this node
+// home has committed, installs the log where the node's replica set opens
+// it, marked installed for the switch's epoch. It also answers the old
+// home's questions about this node's replica of a group.
 type Receiver struct {
 	self   string
 	dir    string // the node's groups directory (replicas.Config.Dir)
 	groups TargetReplicas
-	meta   Meta
 	clock  clock.Clock
 	opts   topiclog.Options
 	log    *slog.Logger
-
-	// nudges: the proposals made after a switch, not waited for (see
-	// nudge); Close ends and waits for them.
-	ctx    context.Context
-	cancel context.CancelFunc
-	nudges sync.WaitGroup
 
 	mu     sync.Mutex
 	staged map[string]*staging
@@ -78,8 +70,6 @@ type ReceiverConfig struct {
 	// the replica set that opens groups there.
 	Dir    string
 	Groups TargetReplicas
-	// Meta takes the switch's proposal (nil: a switch is refused).
-	Meta Meta
 	// Log is the topic-log options the replica set opens a group of one
 	// replica with (segment size).
 	Log    topiclog.Options
@@ -108,9 +98,8 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	}
 	opts := cfg.Log
 	opts.Sync = topiclog.SyncNone // Close syncs; the install is after it
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Receiver{self: cfg.NodeID, dir: cfg.Dir, groups: cfg.Groups, meta: cfg.Meta, clock: cfg.Clock, opts: opts,
-		log: cfg.Logger, ctx: ctx, cancel: cancel, staged: map[string]*staging{}}
+	return &Receiver{self: cfg.NodeID, dir: cfg.Dir, groups: cfg.Groups, clock: cfg.Clock, opts: opts,
+		log: cfg.Logger, staged: map[string]*staging{}}
 }
 
 // groupDir is where the replica set keeps group id (replicas.Set).
@@ -125,18 +114,13 @@ func (rv *Receiver) Serve(ctx context.Context, from string, body []byte) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	resp, err := rv.serve(ctx, req)
+	resp, err := rv.serve(ctx, req, from)
 	if err == nil && req.Kind == reqAwait && resp.Open && resp.Leader {
 		resp.Served, resp.ServedAfter = true, rv.clock.Now().Sub(arrived)
 	}
 	if err == nil && req.Kind == reqSwitch {
-		resp, err = rv.switchHome(ctx, req, arrived)
-		if errors.Is(err, errSwitchUnknown) {
-			// Not an answer: the old home learns the outcome from the
-			// record (its own proposal at the same epoch).
-			rv.log.Warn("migration: the switch's outcome is unknown", "group", req.Group, "from", from, "err", err)
-			return nil, err
-		}
+		resp = rv.served(ctx, req.Group, arrived)
+		rv.log.Info("migration: serving a handed-over group", "group", req.Group, "epoch", req.Epoch, "serving", resp.Served)
 	}
 	if err != nil {
 		rv.log.Warn("migration: refused a handover request", "group", req.Group, "from", from, "err", err)
@@ -176,80 +160,34 @@ func (rv *Receiver) await(ctx context.Context, group string) response {
 	}
 }
 
-// errSwitchUnknown: the switch may or may not have committed.
-var errSwitchUnknown = errors.New("migration: the switch's outcome is unknown")
-
-// switchHome proposes the switch once the handed-over log is installed:
-// set_group_home with the request's epoch (the group's + 1), this node
-// home and only voter. The old home proposed nothing: it waits, fenced,
-// for this answer, or settles the outcome itself with a proposal at the
-// same epoch if the answer does not come, so that exactly one of the two
-// commits. On a commit this node answers once it serves the group (its
-// replica set opened it on the installed log), saying when.
-func (rv *Receiver) switchHome(ctx context.Context, req request, arrived time.Time) (response, error) {
-	if rv.meta == nil {
-		return response{}, errors.New("this node takes no metadata proposals")
-	}
-	if req.Epoch < 2 || req.Reason == "" {
-		return response{}, fmt.Errorf("a switch to epoch %d, reason %q", req.Epoch, req.Reason)
-	}
-	ctx, cancel := context.WithTimeout(ctx, switchTimeout)
-	defer cancel()
-	c := fsm.HomeChange{Group: req.Group, Home: rv.self, Epoch: req.Epoch, Reason: fsm.Reason(req.Reason),
-		At: rv.clock.Now(), Handover: []string{rv.self}}
-	var rec fsm.Group
-	for {
-		res, err := rv.meta.Propose(ctx, fsm.SetGroupHome(c))
-		var fe *fsm.Error
-		if err == nil && res.Group != nil {
-			rec = *res.Group
-			break
-		}
-		if errors.Is(err, fsm.ErrConflict) && res.Group != nil && res.Group.Home == rv.self && res.Group.Epoch == req.Epoch {
-			rec = *res.Group // an earlier attempt committed
-			break
-		}
-		if err != nil && errors.As(err, &fe) {
-			// Refused by the state machine (the record moved on: the old
-			// home gave up first): this node does not take the group.
-			return response{}, fmt.Errorf("the switch was refused: %w", err)
-		}
-		t := rv.clock.NewTimer(proposeRetry)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return response{}, fmt.Errorf("%w: %w", errSwitchUnknown, err)
-		}
-	}
-	// Serve at once: the replica set opens the group on the record the
-	// answer brought, without waiting for this node's copy to learn it.
-	rv.groups.Expect(rec)
-	rv.nudge(rec)
-	st := rv.await(ctx, req.Group)
+// served answers a switch whose log is installed here: once this node
+// serves the group (its replica set opened it on the installed log, with
+// the record the request brought), saying when.
+func (rv *Receiver) served(ctx context.Context, group string, arrived time.Time) response {
+	st := rv.await(ctx, group)
 	served := st.Open && st.Leader
-	rv.log.Info("migration: switched a handed-over group to this node", "group", req.Group, "epoch", rec.Epoch, "serving", served)
-	return response{OK: true, Next: st.Next, Served: served, ServedAfter: rv.clock.Now().Sub(arrived)}, nil
+	return response{OK: true, Next: st.Next, Served: served, ServedAfter: rv.clock.Now().Sub(arrived)}
 }
 
-// nudge proposes a change that changes nothing (the record's own members)
-// right after the switch. The metadata leader tells followers of a commit
-// with its next append, or after its commit timeout when it has nothing to
-// append (tens of milliseconds); this append makes the access nodes (and
-// this node's copy, which opens the group) learn the new home one round
-// trip after the switch. It is not waited for.
-func (rv *Receiver) nudge(rec fsm.Group) {
-	rv.nudges.Add(1)
-	go func() {
-		defer rv.nudges.Done()
-		ctx, cancel := context.WithTimeout(rv.ctx, stepTimeout)
-		defer cancel()
-		_, _ = rv.meta.Propose(ctx, fsm.SetGroupMembers(fsm.MembersChange{
-			Group: rec.ID, Epoch: rec.Epoch, Voters: rec.Voters, Learners: rec.Learners}))
-	}()
+// switchRecord decodes and checks a switch request's record: committed
+// (the old home's proposal's answer) naming this node home and only
+// voter at the request's epoch, handed over from the sender.
+func (rv *Receiver) switchRecord(req request, from string) (fsm.Group, error) {
+	var rec fsm.Group
+	if err := json.Unmarshal(req.Record, &rec); err != nil {
+		return fsm.Group{}, fmt.Errorf("the switch's record does not decode: %w", err)
+	}
+	switch {
+	case rec.ID != req.Group || rec.Home != rv.self || rec.Epoch != req.Epoch || len(rec.Voters) != 1 || rec.Voters[0] != rv.self:
+		return fsm.Group{}, fmt.Errorf("the switch's record (group %q, home %q, epoch %d, voters %v) does not hand group %s to this node at epoch %d",
+			rec.ID, rec.Home, rec.Epoch, rec.Voters, req.Group, req.Epoch)
+	case rec.HandoverFrom != from:
+		return fsm.Group{}, fmt.Errorf("the switch's record hands the group over from %q, not from %s", rec.HandoverFrom, from)
+	}
+	return rec, nil
 }
 
-func (rv *Receiver) serve(ctx context.Context, req request) (response, error) {
+func (rv *Receiver) serve(ctx context.Context, req request, from string) (response, error) {
 	switch req.Kind {
 	case reqStatus:
 		return rv.status(req.Group), nil
@@ -258,6 +196,17 @@ func (rv *Receiver) serve(ctx context.Context, req request) (response, error) {
 	case reqAbort:
 		rv.drop(req.Group, req.ID)
 		return response{OK: true}, nil
+	}
+	var rec fsm.Group
+	if req.Kind == reqSwitch {
+		var err error
+		if rec, err = rv.switchRecord(req, from); err != nil {
+			return response{}, err
+		}
+		if rv.groups.Get(req.Group) != nil && replicas.HandoverMark(rv.dir, req.Group) == req.Epoch {
+			// Installed by an earlier request whose answer was lost.
+			return response{OK: true}, nil
+		}
 	}
 	if rv.groups.Get(req.Group) != nil {
 		return response{}, fmt.Errorf("this node runs a replica of group %s already", req.Group)
@@ -277,7 +226,7 @@ func (rv *Receiver) serve(ctx context.Context, req request) (response, error) {
 	} else if req.Kind == reqSwitch && !req.Last {
 		err = errors.New("a switch request is the tail's last")
 	} else {
-		resp, err = rv.tail(st, req)
+		resp, err = rv.tail(st, req, rec)
 	}
 	if err != nil {
 		rv.dropLocked(req.Group, st)
@@ -347,7 +296,12 @@ func (rv *Receiver) chunk(st *staging, req request) (response, error) {
 	return response{OK: true, Next: l.NextSeq()}, nil
 }
 
-func (rv *Receiver) tail(st *staging, req request) (response, error) {
+// tail appends req's records to the staged log; the last request of a
+// switch installs the log where the replica set opens the group, marks it
+// installed for the switch's epoch (the record names this node home from
+// then on, handed over: the replica set opens it on no other log) and
+// tells the replica set the committed record rec.
+func (rv *Receiver) tail(st *staging, req request, rec fsm.Group) (response, error) {
 	if st.log == nil {
 		return response{}, errors.New("tail before the whole snapshot")
 	}
@@ -369,6 +323,14 @@ func (rv *Receiver) tail(st *staging, req request) (response, error) {
 	if err != nil {
 		return response{}, err
 	}
+	if req.Kind == reqSwitch && replicas.HandoverMark(rv.dir, req.Group) == req.Epoch {
+		// Installed already by an earlier attempt whose answer was lost
+		// (the old home was fenced since, so it is the same log), and
+		// the replica set may be opening it: it is not replaced.
+		rv.dropLocked(req.Group, st)
+		rv.groups.Expect(rec)
+		return response{OK: true, Next: next}, nil
+	}
 	gd := rv.groupDir(req.Group)
 	if err := os.RemoveAll(gd); err != nil {
 		return response{}, err
@@ -379,6 +341,11 @@ func (rv *Receiver) tail(st *staging, req request) (response, error) {
 	if err := os.Rename(filepath.Join(st.dir, "log"), filepath.Join(gd, "log")); err != nil {
 		return response{}, err
 	}
+	if req.Kind == reqSwitch {
+		if err := replicas.WriteHandoverMark(rv.dir, req.Group, req.Epoch); err != nil {
+			return response{}, err
+		}
+	}
 	st.gone = true
 	_ = os.RemoveAll(st.dir)
 	rv.mu.Lock()
@@ -386,6 +353,11 @@ func (rv *Receiver) tail(st *staging, req request) (response, error) {
 		delete(rv.staged, req.Group)
 	}
 	rv.mu.Unlock()
+	if req.Kind == reqSwitch {
+		// Serve at once: the replica set opens the group on the record
+		// the request brought, without waiting for this node's copy.
+		rv.groups.Expect(rec)
+	}
 	rv.log.Info("migration: installed a handed-over group log", "group", req.Group, "next", next)
 	return response{OK: true, Next: next}, nil
 }
@@ -429,10 +401,8 @@ func (st *staging) close() {
 	_ = os.RemoveAll(st.dir)
 }
 
-// Close abandons every staged handover and ends the nudges.
+// Close abandons every staged handover.
 func (rv *Receiver) Close() {
-	rv.cancel()
-	rv.nudges.Wait()
 	rv.mu.Lock()
 	staged := rv.staged
 	rv.staged = map[string]*staging{}

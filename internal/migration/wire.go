@@ -20,8 +20,10 @@ const MethodMigrate byte = 40
 // ErrCorrupt reports a request or response that does not decode.
 var ErrCorrupt = errors.New("migration: corrupt encoding")
 
-// wireVersion 2: the switch request and the response's served time.
-const wireVersion = 2
+// wireVersion 3: the switch request carries the committed record (the old
+// home proposed it before the fence) instead of the reason of a switch the
+// target proposed (version 2).
+const wireVersion = 3
 
 // Request kinds.
 const (
@@ -30,9 +32,11 @@ const (
 	reqAbort  byte = 3 // drop what was handed
 	reqStatus byte = 4 // the target's replica of the group
 	reqAwait  byte = 5 // the same, answered once it serves the group (or after awaitMax)
-	// reqSwitch is the tail's last request: the target installs the log,
-	// proposes the switch itself (set_group_home, Epoch, itself home) and
-	// answers once it serves the group.
+	// reqSwitch is the tail's last request, sent once the switch (the
+	// record naming the target home at Epoch, handed over from the old
+	// home) has committed and the old home is fenced: the target installs
+	// the log, marks it installed for Epoch, and answers once it serves
+	// the group.
 	reqSwitch byte = 6
 )
 
@@ -49,10 +53,10 @@ var chunkBytes = 1 << 20
 
 // A request:
 //
-//	version=1 | kind | group str | id uvarint
+//	version=3 | kind | group str | id uvarint
 //	chunk:  offset uvarint | last byte | data bytes
 //	tail:   last byte | count uvarint | count × record
-//	switch: last byte (1) | count uvarint | count × record | end uvarint | epoch uvarint | reason str
+//	switch: last byte (1) | count uvarint | count × record | end uvarint | epoch uvarint | record bytes (JSON fsm.Group)
 //	record: seq uvarint | topic str | index uvarint | time varint (unix ns) | mark uvarint | retain byte | payload bytes
 //	abort, status, await: nothing
 //
@@ -66,12 +70,13 @@ type request struct {
 	Last    bool
 	Data    []byte
 	Records []topiclog.Record
-	// End, Epoch and Reason: reqSwitch's. End is the position the
-	// handed-over log must end at (the old home's, fenced); Epoch and
-	// Reason the home change's (Epoch: the group's + 1).
+	// End, Epoch and Record: reqSwitch's. End is the position the
+	// handed-over log must end at (the old home's, fenced); Epoch the
+	// committed switch's; Record the committed record (JSON), which the
+	// target serves on before its metadata copy learns it.
 	End    uint64
 	Epoch  uint64
-	Reason string
+	Record []byte
 }
 
 func appendRequest(dst []byte, r request) []byte {
@@ -98,7 +103,7 @@ func appendRequest(dst []byte, r request) []byte {
 		if r.Kind == reqSwitch {
 			dst = binary.AppendUvarint(dst, r.End)
 			dst = binary.AppendUvarint(dst, r.Epoch)
-			dst = wire.AppendString(dst, r.Reason)
+			dst = wire.AppendBytes(dst, r.Record)
 		}
 	}
 	return dst
@@ -142,7 +147,7 @@ func decodeRequest(b []byte) (request, error) {
 			r.Records = append(r.Records, rc)
 		}
 		if r.Kind == reqSwitch {
-			r.End, r.Epoch, r.Reason = d.Uvarint(), d.Uvarint(), d.Str()
+			r.End, r.Epoch, r.Record = d.Uvarint(), d.Uvarint(), d.BytesCopy()
 		}
 	case reqAbort, reqStatus, reqAwait:
 	default:

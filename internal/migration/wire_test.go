@@ -24,7 +24,7 @@ func wireRequests() []request {
 		{Kind: reqTail, Group: "g", ID: 8, Last: false},
 		{Kind: reqSwitch, Group: "g", ID: 7, Last: true, Records: []topiclog.Record{
 			{Seq: 12, Topic: "a/b", Index: 4, Time: at, Mark: 100, Payload: []byte("y")},
-		}, End: 13, Epoch: 5, Reason: "manual"},
+		}, End: 13, Epoch: 5, Record: []byte(`{"id":"g","home":"b","voters":["b"],"epoch":5,"handover_from":"a"}`)},
 		{Kind: reqAbort, Group: "g", ID: 7},
 		{Kind: reqStatus, Group: "g"},
 		{Kind: reqAwait, Group: "g"},
@@ -66,6 +66,9 @@ func TestWireRoundTrip(t *testing.T) {
 func normalize(r request) request {
 	if len(r.Data) == 0 {
 		r.Data = nil
+	}
+	if len(r.Record) == 0 {
+		r.Record = nil
 	}
 	return r
 }

@@ -20,7 +20,7 @@ import (
 // (MethodMigrate on the cluster layer) and the driver, which runs on the
 // node's group (it stops before the replicas close).
 func (n *Node) startMigrations(cp *clusterParts, home *sequenced.Home) error {
-	recv := migration.NewReceiver(migration.ReceiverConfig{NodeID: n.cfg.NodeID, Dir: n.groupsDir(), Groups: cp.groups, Meta: cp.meta,
+	recv := migration.NewReceiver(migration.ReceiverConfig{NodeID: n.cfg.NodeID, Dir: n.groupsDir(), Groups: cp.groups,
 		Log: topiclog.Options{SegmentBytes: n.opts.GroupSegmentBytes}, Clock: n.clock, Logger: n.log.With("subsystem", "migration")})
 	dc := migration.Config{
 		NodeID: n.cfg.NodeID, Workers: n.cfg.PlacementExecutors, Meta: cp.meta, Replicas: cp.groups, Home: home,
@@ -105,6 +105,14 @@ func (n *Node) MoveGroup(ctx context.Context, topic, to string, timeout time.Dur
 		}
 		switch {
 		case g.Desired == nil && g.Home == to:
+			if g.HandoverFrom != "" {
+				// Handed over: the record names the target from the
+				// switch's commit, before it has the log; done when it
+				// serves.
+				if err := n.awaitServing(ctx, to, g.ID); err != nil {
+					return adminapi.MoveResult{}, fmt.Errorf("%w: %w", adminapi.ErrMoveTimeout, err)
+				}
+			}
 			return adminapi.MoveResult{Group: g.ID, From: before.Home, Home: g.Home, Voters: g.Voters, Epoch: g.Epoch,
 				Seconds: n.clock.Now().Sub(start).Seconds()}, nil
 		case want != nil && (g.Desired == nil || g.Desired.Index != want.Index):
@@ -115,6 +123,30 @@ func (n *Node) MoveGroup(ctx context.Context, topic, to string, timeout time.Dur
 		case <-ctx.Done():
 			return adminapi.MoveResult{}, fmt.Errorf("%w: after %v the group's home is %s (decided: %s); see GET /v1/migrations on %s",
 				adminapi.ErrMoveTimeout, timeout, g.Home, to, g.Home)
+		}
+	}
+}
+
+// awaitServing waits until node serves group (this node: its replica
+// open and leading).
+func (n *Node) awaitServing(ctx context.Context, node, group string) error {
+	cp := n.cluster
+	if node != n.cfg.NodeID {
+		var peers migration.Caller
+		if cp.layer != nil {
+			peers = cp.layer.Peers()
+		}
+		return migration.AwaitServing(ctx, peers, n.clock, node, group)
+	}
+	for {
+		ch := cp.groups.Changed()
+		if r := cp.groups.Get(group); r != nil && r.Rep.IsLeader() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("node: waiting to serve %s: %w", group, ctx.Err())
 		}
 	}
 }

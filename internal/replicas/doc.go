@@ -7,7 +7,12 @@
 // appears opens the replica (the initial voters bootstrap it with the
 // record's voter list, which is identical everywhere, so concurrent
 // bootstraps agree), a record that drops this node closes it, a deleted
-// record also removes its storage.
+// record also removes its storage. A record that names this node home by a
+// handover (fsm.Group.HandoverFrom) opens the group only once the log
+// handed over is marked installed for the record's epoch
+// (WriteHandoverMark): the storage here is not the group's log before
+// that. Keep holds a replica open whatever the record says (a handover's
+// old home reads its log after the switch named the target).
 //
 // Each open replica has a keeper goroutine that does what only the leader
 // of the group does: after winning an election it records itself as the

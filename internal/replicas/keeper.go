@@ -3,6 +3,7 @@ package replicas
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sextantmq/sextant/internal/meta/fsm"
@@ -35,7 +36,9 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	handedOver := false
 	for {
 		ch := s.cfg.Meta.Changed()
-		if rec, ok := s.record(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID {
+		// A replica kept open for a handover (Keep) while the record names
+		// other nodes claims nothing: the group is the target's.
+		if rec, ok := s.record(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID && slices.Contains(rec.Voters, s.cfg.NodeID) {
 			switch {
 			case handsOver(rec, s.cfg.NodeID) && !handedOver:
 				// The group's first election chose another replica than

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sextantmq/sextant/internal/atomicfile"
 	"github.com/sextantmq/sextant/internal/clock"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 	"github.com/sextantmq/sextant/internal/replication"
@@ -125,6 +127,9 @@ type Set struct {
 		// ahead: records known committed (Expect) that the metadata copy
 		// does not show yet, by group; dropped once it does.
 		ahead map[string]fsm.Group
+		// kept: groups kept open here although the record names other
+		// nodes (Keep), with how many holds each.
+		kept map[string]int
 	}
 }
 
@@ -153,6 +158,7 @@ func New(cfg Config) (*Set, error) {
 		kick: make(chan struct{}, 1)}
 	s.mu.open = map[string]*Replica{}
 	s.mu.ahead = map[string]fsm.Group{}
+	s.mu.kept = map[string]int{}
 	s.mu.changed = make(chan struct{})
 	if cfg.Registerer != nil {
 		_ = cfg.Registerer.Register(newLogCollector(s)) // a second set on one registry keeps the first one's
@@ -271,9 +277,9 @@ func (s *Set) notify() {
 
 // Expect tells the set that rec, a record naming this node the only voter
 // and home of a group, has committed, before this node's metadata copy
-// shows it: a handover's target learns that its switch committed from its
-// proposal's answer, a round trip or more before its copy does (a follower
-// learns a commit with the leader's next append). The set opens the group
+// shows it: a handover's target is sent the committed switch with the
+// tail, often before its copy learns it (a follower learns a commit with
+// the leader's next append). The set opens the group
 // at once, as if its copy had rec, and reads rec rather than its copy's
 // older record until the copy reaches rec's epoch. Other records are
 // ignored.
@@ -289,6 +295,37 @@ func (s *Set) Expect(rec fsm.Group) {
 	}
 	s.mu.ahead[rec.ID] = rec
 	s.mu.Unlock()
+	s.kickNow()
+}
+
+// Keep keeps this node's replica of group id open (opening it on the
+// storage here if it is not) until release is called, whatever the record
+// says: a handover's old home reads its log to hand it over after the
+// switch that names the target has committed (internal/migration). The
+// group is opened with this node its only voter; its keeper claims
+// nothing while the record does not name this node a voter, and the
+// publish path's fence keeps its publishes out once the handover fenced
+// it. Holds count: the replica closes after the last release (if the
+// record does not name this node).
+func (s *Set) Keep(id string) (release func()) {
+	s.mu.Lock()
+	s.mu.kept[id]++
+	s.mu.Unlock()
+	s.kickNow()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.mu.kept[id]--; s.mu.kept[id] <= 0 {
+				delete(s.mu.kept, id)
+			}
+			s.mu.Unlock()
+			s.kickNow()
+		})
+	}
+}
+
+func (s *Set) kickNow() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -342,6 +379,24 @@ func (s *Set) reconcile(ctx context.Context, st fsm.State) (failed bool) {
 			delete(s.mu.ahead, id) // the copy caught up (or the group is gone)
 		} else {
 			want[id] = a
+		}
+	}
+	for id, g := range want {
+		if !s.handedOverHere(g) {
+			// Named home by a handover whose log is not installed here
+			// yet: the storage here (none, or a copy of an older time)
+			// is not the group's log. The install kicks the set.
+			delete(want, id)
+		}
+	}
+	for id := range s.mu.kept {
+		if _, ok := want[id]; !ok {
+			g, _ := st.Group(id)
+			if g.ID == "" {
+				g.ID = id
+			}
+			g.Voters, g.Learners = []string{s.cfg.NodeID}, nil
+			want[id] = g
 		}
 	}
 	var stale []*Replica
@@ -528,4 +583,48 @@ func (n *notifying) Restore(r io.Reader) error {
 	err := n.FSM.Restore(r)
 	n.notify()
 	return err
+}
+
+// handoverMark is the file beside a handed-over group's log that says for
+// which epoch of the record the log was installed.
+const handoverMark = "handover"
+
+// WriteHandoverMark records, durably, that the log in dir's storage of
+// group id is the one handed over for the record's epoch: a record naming
+// this node home by a handover (fsm.Group.HandoverFrom) at that epoch may
+// open it. Written by the handover's receiver once the log is in place.
+func WriteHandoverMark(dir, id string, epoch uint64) error {
+	p := filepath.Join(dir, replication.GroupID(id).DirName(), handoverMark)
+	if err := atomicfile.Write(p, []byte(strconv.FormatUint(epoch, 10)+"\n"), 0o640); err != nil {
+		return fmt.Errorf("replicas: handover mark of %s: %w", id, err)
+	}
+	return nil
+}
+
+// HandoverMark is the epoch group id's storage in dir was handed over for
+// (0: none, or unreadable).
+func HandoverMark(dir, id string) uint64 {
+	b, err := os.ReadFile(filepath.Join(dir, replication.GroupID(id).DirName(), handoverMark))
+	if err != nil {
+		return 0
+	}
+	e, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return e
+}
+
+// handedOverHere reports whether g may be opened here as far as a
+// handover is concerned: it does not name this node home by a handover,
+// or the handed-over log is installed for its epoch, or the replica is
+// open already. s.mu is held.
+func (s *Set) handedOverHere(g fsm.Group) bool {
+	if g.HandoverFrom == "" || g.HandoverFrom == s.cfg.NodeID || g.Home != s.cfg.NodeID {
+		return true
+	}
+	if _, open := s.mu.open[g.ID]; open {
+		return true
+	}
+	return HandoverMark(s.cfg.Dir, g.ID) == g.Epoch
 }

@@ -270,3 +270,77 @@ func TestAwait(t *testing.T) {
 		}
 	})
 }
+
+// TestHandoverGate: a record naming this node home by a handover opens
+// the group only once the handed-over log is marked installed for the
+// record's epoch (not on a mark of another epoch, not on storage of its
+// own); Keep holds the old home's replica open after the record named
+// another node, its keeper claiming nothing, until released.
+func TestHandoverGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		meta.apply(t, fsm.RegisterNode(fsm.Node{ID: "n2", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+		dir := t.TempDir()
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: dir, RetentionInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		settle := func() {
+			time.Sleep(time.Second) // lint:sleep-ok fake time: a reconcile's chance
+			synctest.Wait()
+		}
+		// The target's side.
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "g/1", Rule: "g/#", Home: "n2", Voters: []string{"n2"}, Created: time.Unix(2, 0)}))
+		meta.apply(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g/1", Home: "n1", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(3, 0),
+			Handover: []string{"n1"}, HandoverFrom: "n2"}))
+		settle()
+		if set.Get("g/1") != nil {
+			t.Fatal("opened a handed-over group before its log was installed")
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "g%2F1"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteHandoverMark(dir, "g/1", 1); err != nil {
+			t.Fatal(err)
+		}
+		set.kickNow()
+		settle()
+		if set.Get("g/1") != nil {
+			t.Fatal("opened on the mark of another epoch")
+		}
+		if err := WriteHandoverMark(dir, "g/1", 2); err != nil {
+			t.Fatal(err)
+		}
+		if HandoverMark(dir, "g/1") != 2 {
+			t.Fatal("the mark does not read back")
+		}
+		set.kickNow()
+		eventually(t, "opened once marked", func() bool { return set.Get("g/1") != nil })
+
+		// The old home's side.
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "g/2", Rule: "g/#", Home: "n1", Voters: []string{"n1"}, Created: time.Unix(2, 0)}))
+		eventually(t, "g/2 opened", func() bool { return set.Get("g/2") != nil })
+		release := set.Keep("g/2")
+		meta.apply(t, fsm.SetGroupHome(fsm.HomeChange{Group: "g/2", Home: "n2", Epoch: 2, Reason: fsm.ReasonManual, At: time.Unix(3, 0),
+			Handover: []string{"n2"}, HandoverFrom: "n1"}))
+		settle()
+		if set.Get("g/2") == nil {
+			t.Fatal("a kept replica closed when the record named another node")
+		}
+		meta.mu.Lock()
+		homes := meta.homes
+		meta.mu.Unlock()
+		if homes != 0 {
+			t.Errorf("a kept replica's keeper proposed %d home changes", homes)
+		}
+		release()
+		release() // once only
+		eventually(t, "closed once released", func() bool { return set.Get("g/2") == nil })
+		release = set.Keep("g/2")
+		eventually(t, "reopened on its storage when kept again", func() bool { return set.Get("g/2") != nil })
+		release()
+		eventually(t, "closed again", func() bool { return set.Get("g/2") == nil })
+	})
+}

@@ -76,6 +76,12 @@ type Group struct {
 	HomeSince  time.Time `json:"home_since"`
 	// Desired is the pending placement decision, if any (see Desired).
 	Desired *Desired `json:"desired,omitempty"`
+	// HandoverFrom is set when the current home got the group by a
+	// handover from that node (HomeChange.HandoverFrom): the home opens
+	// the group only on the log handed over for this epoch (a marker
+	// beside the log, internal/replicas), never on a copy of its own. The
+	// next home change clears it.
+	HandoverFrom string `json:"handover_from,omitempty"`
 }
 
 // HomeChange moves a group's home (command set_group_home).
@@ -97,6 +103,11 @@ type HomeChange struct {
 	// unknown proposes it at the switch's epoch, so that exactly one of the
 	// two commits.
 	Handover []string `json:"handover,omitempty"`
+	// HandoverFrom, with Handover, is the current home, which hands its
+	// log over after this change commits (internal/migration): the new
+	// home serves once the log is installed, not when the record names
+	// it. Refused (conflict) if the home is no longer this node.
+	HandoverFrom string `json:"handover_from,omitempty"`
 }
 
 // MembersChange replaces a group's voters and learners (command
@@ -173,6 +184,8 @@ func (g Group) validateNew(field string) *Error {
 		return invalid(field+".home_since", "set by the state machine; leave it empty")
 	case g.Desired != nil:
 		return invalid(field+".desired", "recorded by set_group_desired; leave it empty")
+	case g.HandoverFrom != "":
+		return invalid(field+".handover_from", "set by set_group_home; leave it empty")
 	}
 	return nil
 }
@@ -271,6 +284,14 @@ func (c HomeChange) validate(field string) *Error {
 		}
 		if !slices.Contains(c.Handover, c.Home) {
 			return invalid(field+".handover", "%q is not one of the voters handed over to", c.Home)
+		}
+	}
+	if c.HandoverFrom != "" {
+		if c.Handover == nil {
+			return invalid(field+".handover_from", "needs handover")
+		}
+		if c.HandoverFrom == c.Home {
+			return invalid(field+".handover_from", "the new home cannot hand the group over to itself")
 		}
 	}
 	return validateTime(field+".at", c.At)
@@ -454,6 +475,11 @@ func (s State) applyGroup(next *State, res *Result, cmd Command) {
 			res.Group = ptrTo(g.clone())
 			return
 		}
+		if c.HandoverFrom != "" && c.HandoverFrom != g.Home {
+			res.Error = &Error{Code: CodeConflict, Field: "home.handover_from", Reason: strconv.Quote(c.HandoverFrom) + " is not the group's home"}
+			res.Group = ptrTo(g.clone())
+			return
+		}
 		if c.Handover != nil {
 			if err := s.registered("home.handover", c.Handover, nil); err != nil {
 				res.Error = err
@@ -471,7 +497,7 @@ func (s State) applyGroup(next *State, res *Result, cmd Command) {
 		if c.Home != g.Home {
 			g.HomeReason, g.HomeSince = c.Reason, c.At.UTC()
 		}
-		g.Home, g.Epoch = c.Home, c.Epoch
+		g.Home, g.Epoch, g.HandoverFrom = c.Home, c.Epoch, c.HandoverFrom
 		g.settle()
 		next.groups = s.groups.with(g)
 		res.Group = ptrTo(g.clone())

@@ -110,6 +110,24 @@ func TestGroupCommands(t *testing.T) {
 			}},
 		{name: "a handover at the epoch taken conflicts", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n2", Epoch: 4, Reason: ReasonManual, At: later, Handover: []string{"n2"}}),
 			code: CodeConflict, field: "home.epoch"},
+		{name: "a handover from another node than the home conflicts", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n2", Epoch: 5, Reason: ReasonManual, At: later, Handover: []string{"n2"}, HandoverFrom: "n3"}),
+			code: CodeConflict, field: "home.handover_from"},
+		{name: "handover_from without handover", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n2", Epoch: 5, Reason: ReasonManual, At: later, HandoverFrom: "n1"}),
+			code: CodeInvalid, field: "home.handover_from"},
+		{name: "a handover from the home records it", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n2", Epoch: 5, Reason: ReasonManual, At: later, Handover: []string{"n2"}, HandoverFrom: "n1"}),
+			check: func(t *testing.T, s State, r Result) {
+				g, _ := s.Group("g/1")
+				if g.Home != "n2" || g.Epoch != 5 || !slices.Equal(g.Voters, []string{"n2"}) || g.HandoverFrom != "n1" {
+					t.Errorf("record %+v, want n2 home at epoch 5, handed over from n1", g)
+				}
+			}},
+		{name: "the next home change clears handover_from", cmd: SetGroupHome(HomeChange{Group: "g/1", Home: "n2", Epoch: 6, Reason: ReasonManual, At: later}),
+			check: func(t *testing.T, s State, r Result) {
+				g, _ := s.Group("g/1")
+				if g.Epoch != 6 || g.HandoverFrom != "" {
+					t.Errorf("record %+v, want epoch 6 with no handover_from", g)
+				}
+			}},
 		{name: "delete unknown", cmd: DeleteGroup("g/9"), code: CodeNotFound, field: "group_id"},
 		{name: "delete", cmd: DeleteGroup("g/1"), check: func(t *testing.T, s State, r Result) {
 			if _, ok := s.Group("g/1"); ok || s.GroupCount() != 0 {
