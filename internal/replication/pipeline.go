@@ -112,10 +112,10 @@ type pipeline struct {
 	dec *codec.Decoder // the decoder's only
 }
 
-// pipelineBuffer is the write buffer of a pipeline's connection: an
-// AppendEntries carries up to MaxBatch entries of up to a MiB of publishes
-// each, written through it in pieces.
-const pipelineBuffer = 256 << 10
+// pipelineBuffer is the write buffer of a pipeline's connection. Every
+// leader keeps one per follower, idle groups too; an entry's data larger
+// than what is free goes to the connection directly.
+const pipelineBuffer = 64 << 10
 
 func newPipeline(c net.Conn, depth int, timeout time.Duration, m *metrics, closed <-chan struct{}) *pipeline {
 	p := &pipeline{
