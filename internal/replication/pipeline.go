@@ -202,17 +202,18 @@ func (p *pipeline) decode() {
 			_ = p.conn.SetReadDeadline(time.Now().Add(p.timeout))
 		}
 		err := p.read(f.resp)
+		// Raft's reader stops at this answer: fail before freeing its
+		// slot, so that a sender waiting for room leaves instead of
+		// sending on.
+		stops := err != nil || !f.resp.Success || f.resp.Term > f.args.Term
+		if stops {
+			p.fail()
+		}
 		<-p.slots
 		if err == nil && len(f.args.Entries) > 0 {
 			p.metrics.appendRPC.Observe(time.Since(f.start).Seconds())
 		}
 		f.respond(err)
-		// Raft's reader stops at this answer: fail first, so that a
-		// sender waiting for room leaves instead of waiting for it.
-		stops := err != nil || !f.resp.Success || f.resp.Term > f.args.Term
-		if stops {
-			p.fail()
-		}
 		// Waits only while Raft's reader is busy: it reads until an
 		// answer that stops it, which is the decoder's last. After a
 		// failure nothing more is sent, and the connection is not read
