@@ -31,6 +31,13 @@ type groupTransport struct {
 	timeout time.Duration // bounds each write and each wait for an answer
 }
 
+// The library looks for these on its transport (pre-vote elections,
+// closing on shutdown); the embedded NetworkTransport provides them.
+var (
+	_ raft.WithPreVote = (*groupTransport)(nil)
+	_ raft.WithClose   = (*groupTransport)(nil)
+)
+
 // AppendEntries sends one AppendEntries and waits for its answer (Raft's
 // replication when not pipelining, and its heartbeats).
 func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
