@@ -202,6 +202,19 @@ func BenchmarkPropose(b *testing.B) {
 	}
 }
 
+// BenchmarkProposePipeline: replicas 3 on loopback TCP with each pipeline
+// depth (Config.Pipeline; 1: no pipeline), for comparing them.
+func BenchmarkProposePipeline(b *testing.B) {
+	for _, depth := range []int{1, 2, 4} {
+		for _, conc := range []int{1, 64, 512} {
+			b.Run(fmt.Sprintf("depth=%d/conc=%d", depth, conc), func(b *testing.B) {
+				gs, regs := tcpGroups(b, 3, []GroupID{"bench"}, func(c *Config) { c.Pipeline = depth })
+				runProposals(b, func() Replica[uint64] { return waitLeader(b, "bench", gs["bench"]) }, conc, regs)
+			})
+		}
+	}
+}
+
 // runProposals proposes b.N commands from conc goroutines. A proposal that
 // fails because leadership moved (the shared machine can starve a leader
 // past its lease) is retried on the new leader and counted.

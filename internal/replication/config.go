@@ -107,6 +107,11 @@ type Config struct {
 	// MaxBatch is the most entries one log write, one replication message
 	// and one state-machine batch carry (default 256, at most 1024).
 	MaxBatch int
+	// Pipeline is the most AppendEntries a leader keeps in flight to each
+	// follower (default 4; 1: one at a time, the next waiting for the
+	// previous answer). With more, a follower receives the next batch
+	// while it stores the previous one.
+	Pipeline int
 	// QueueDepth bounds the proposals waiting to enter Raft per group
 	// (default 1024); Submit blocks (until its context ends) while it is
 	// full.
@@ -133,6 +138,8 @@ const (
 	defaultMaxBatch          = 256
 	maxMaxBatch              = 1024
 	defaultQueueDepth        = 1024
+	defaultPipeline          = 4
+	maxPipeline              = 64
 	defaultSnapshotThreshold = 8192
 	defaultTrailingLogs      = 4096
 	defaultSegmentBytes      = 4 << 20
@@ -149,6 +156,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = defaultQueueDepth
+	}
+	if c.Pipeline == 0 {
+		c.Pipeline = defaultPipeline
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = defaultSnapshotThreshold
@@ -185,6 +195,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative group budget %d", ErrConfig, c.MaxGroups)
 	case c.MaxBatch < 0 || c.MaxBatch > maxMaxBatch:
 		return fmt.Errorf("%w: batch size %d is outside 1..%d", ErrConfig, c.MaxBatch, maxMaxBatch)
+	case c.Pipeline < 0 || c.Pipeline > maxPipeline:
+		return fmt.Errorf("%w: pipeline depth %d is outside 1..%d", ErrConfig, c.Pipeline, maxPipeline)
 	case c.QueueDepth < 0:
 		return fmt.Errorf("%w: negative queue depth %d", ErrConfig, c.QueueDepth)
 	case c.SegmentBytes < 0 || c.SegmentBytes > 0 && c.SegmentBytes < 64<<10:

@@ -23,7 +23,12 @@
 // node, the node it means to reach and the group; the engine answers with a
 // status byte and hands the stream to that group's Raft transport, or
 // refuses it (unknown group, another node) and counts the refusal. Each
-// group has its own hashicorp/raft NetworkTransport over such streams.
+// group has its own hashicorp/raft NetworkTransport over such streams,
+// without the library's replication pipeline (it wedges after a refused
+// append, hashicorp/raft#612); a leader pipelines AppendEntries to each
+// follower with this package's pipeline instead (Config.Pipeline in
+// flight, on a stream of its own), which fails over to one request at a
+// time at the first refused or failed answer.
 //
 // # The state machine contract (FSM)
 //

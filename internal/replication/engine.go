@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sextantmq/sextant/internal/logging"
 	"github.com/sextantmq/sextant/internal/netx"
 )
@@ -34,6 +36,9 @@ type Engine struct {
 	// repeats limits repeated Raft records across all groups: a dead peer
 	// that every group heartbeats costs one line, not one per group.
 	repeats *logging.Repeats
+	// wrapLog, when set (tests), wraps each group's log store: faults
+	// injected there reach Raft as a replica's failed appends.
+	wrapLog func(GroupID, raft.LogStore) raft.LogStore
 
 	wg sync.WaitGroup // the accept loop, connection handlers, failure handlers
 

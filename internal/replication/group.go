@@ -116,18 +116,20 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  ly,
 		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		// No pipelined replication: in the Raft library's pipeline, a
-		// follower's failed append (Success=false) ends the decoder while
-		// the sender may be parked on a full in-progress channel that only
+		Timeout: transportTimeout,
+		// Not the library's pipelined replication: after a follower's
+		// failed append (Success=false) its decoder stops while the
+		// sender may be parked on a full in-progress channel that only
 		// it would close, so the leader stops sending that follower
 		// entries (heartbeats go on, so no election heals it) and its
-		// Shutdown waits forever (hashicorp/raft#612). Found by
-		// clustertest.TestSequencedChecker; batching keeps throughput.
+		// Shutdown waits forever (hashicorp/raft#612; found by
+		// clustertest.TestSequencedChecker). groupTransport pipelines
+		// instead, with a pipeline that fails over cleanly (pipeline.go).
 		MaxRPCsInFlight: 1,
 		Logger:          logging.Hclog(log, "raft-net", e.repeats),
 	})
 	closers = append(closers, trans.Close)
+	gt := &groupTransport{NetworkTransport: trans, layer: ly, metrics: e.metrics, depth: cfg.Pipeline, timeout: transportTimeout}
 
 	g = &Group[R]{
 		id: id, e: e, log: log, wal: w, layer: ly, trans: trans,
@@ -143,11 +145,15 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 	rc.NoSnapshotRestoreOnStart = !restore
 	// The leader reads back what it just appended to send it to the
 	// followers; the cache answers those reads without a system call each.
-	logs, err := raft.NewLogCache(2*cfg.MaxBatch, w)
+	var store raft.LogStore = timedLog{WAL: w, metrics: e.metrics}
+	if e.wrapLog != nil {
+		store = e.wrapLog(id, store)
+	}
+	logs, err := raft.NewLogCache(2*cfg.MaxBatch, store)
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: log cache: %w", id, err)
 	}
-	r, err := raft.NewRaft(rc, g.machine, logs, w, snaps, trans)
+	r, err := raft.NewRaft(rc, g.machine, logs, w, snaps, gt)
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: start raft: %w", id, err)
 	}

@@ -17,6 +17,13 @@ const (
 	resultFailed    = "failed"
 )
 
+// Pipeline events, the values of the event label of
+// sextant_replication_pipelines_total.
+const (
+	pipelineOpened = "opened"
+	pipelineFailed = "failed"
+)
+
 // Refusal reasons, the values of the reason label of
 // sextant_replication_refused_connections_total.
 const (
@@ -42,6 +49,9 @@ type metrics struct {
 	coalesced     prometheus.Counter
 	logWrites     prometheus.Counter
 	logEntries    prometheus.Counter
+	logWrite      prometheus.Histogram
+	appendRPC     prometheus.Histogram
+	pipelines     map[string]prometheus.Counter
 	proposals     map[string]prometheus.Counter
 	refused       map[string]prometheus.Counter
 }
@@ -54,6 +64,12 @@ func newMetrics(r prometheus.Registerer, roles prometheus.Collector) *metrics {
 		commit: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_replication_commit_seconds",
 			Help:    "Time from a proposal's submission to its result on the leader: queueing, log write, replication to a majority and apply.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
+		logWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_replication_log_write_seconds",
+			Help:    "Time of one append to a group's Raft log (write and fsync), on leaders and followers.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
+		appendRPC: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_replication_append_rpc_seconds",
+			Help:    "Round trip of one AppendEntries carrying entries, from a leader to a follower: encoding, sending, the follower's log write and its answer.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sextant_replication_apply_batch_entries",
 			Help:    "Commands applied to a group's state machine in one batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
@@ -74,6 +90,7 @@ func newMetrics(r prometheus.Registerer, roles prometheus.Collector) *metrics {
 		logEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_replication_log_entries_written_total",
 			Help: "Entries appended to the groups' Raft logs (divided by log writes: entries per fsync)."}),
 		proposals: map[string]prometheus.Counter{},
+		pipelines: map[string]prometheus.Counter{},
 		refused:   map[string]prometheus.Counter{},
 	}
 	props := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sextant_replication_proposals_total",
@@ -81,13 +98,19 @@ func newMetrics(r prometheus.Registerer, roles prometheus.Collector) *metrics {
 	for _, res := range []string{resultOK, resultNotLeader, resultUnknown, resultClosed, resultCanceled, resultFailed} {
 		m.proposals[res] = props.WithLabelValues(res)
 	}
+	pipes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sextant_replication_pipelines_total",
+		Help: "Replication pipelines from a leader to a follower: opened, and stopped by a failed or refused append (the leader then replicates one request at a time from the follower's last acknowledged entry, and pipelines again once one succeeds)."},
+		[]string{"event"})
+	for _, ev := range []string{pipelineOpened, pipelineFailed} {
+		m.pipelines[ev] = pipes.WithLabelValues(ev)
+	}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sextant_replication_refused_connections_total",
 		Help: "Inbound group connections refused, by reason."}, []string{"reason"})
 	for _, reason := range []string{refuseKind, refuseTLS, refuseHeader, refuseWrongNode, refuseUnknown, refuseBusy} {
 		m.refused[reason] = refused.WithLabelValues(reason)
 	}
 	for _, c := range []prometheus.Collector{m.commit, m.batch, m.applied, m.skipped, m.restores, m.failures,
-		m.leaderChanges, m.coalesced, m.logWrites, m.logEntries, props, refused, roles} {
+		m.leaderChanges, m.coalesced, m.logWrites, m.logEntries, m.logWrite, m.appendRPC, props, pipes, refused, roles} {
 		_ = r.Register(c) // a second engine on one registry shares the first one's series
 	}
 	return m

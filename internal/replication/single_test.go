@@ -108,6 +108,8 @@ func TestConfigValidate(t *testing.T) {
 			"no dial":     func(c *Config) { c.Dial = nil },
 			"no dir":      func(c *Config) { c.DataDir = "" },
 			"batch":       func(c *Config) { c.MaxBatch = 2000 },
+			"pipeline":    func(c *Config) { c.Pipeline = maxPipeline + 1 },
+			"pipeline -1": func(c *Config) { c.Pipeline = -1 },
 			"budget":      func(c *Config) { c.MaxGroups = -1 },
 			"segment":     func(c *Config) { c.SegmentBytes = 1000 },
 			"heartbeat": func(c *Config) {
