@@ -91,8 +91,8 @@ type Meta struct {
 	log     logStore
 	layer   *raftLayer
 	machine *machine
-	group   *run.Group  // every goroutine Meta starts; its context ends at Close and bounds served requests
-	fwd     forwardPool // idle forward connections to the leader
+	group   *run.Group    // every goroutine Meta starts; its context ends at Close and bounds served requests
+	fwd     forwardPool   // idle forward connections to the leader
 	ready   chan struct{} // closed once the copy caught up (catchup.go)
 }
 
