@@ -20,6 +20,8 @@ import (
 // fakeGroups pages a sorted list as the node does.
 type fakeGroups []adminapi.GroupInfo
 
+func (fakeGroups) MetaBehind() string { return "" }
+
 func (g fakeGroups) Groups(_ context.Context, after string, limit int) ([]adminapi.GroupInfo, bool) {
 	i := 0
 	for i < len(g) && g[i].ID <= after {
