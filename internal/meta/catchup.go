@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -90,20 +91,29 @@ func (m *Meta) readIndexLocal(ctx context.Context) (uint64, error) {
 	return m.machine.current().Applied(), nil
 }
 
+// catchUpRetry is the pause after an attempt that failed at once.
+const catchUpRetry = time.Second
+
 // catchUp runs ReadBarrier until it succeeds once, then closes ready.
 func (m *Meta) catchUp(ctx context.Context) {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, catchUpAttempt)
 		idx, err := m.ReadIndex(actx)
-		if err == nil {
+		via := "read_index"
+		if err != nil && strings.Contains(err.Error(), fmt.Sprintf("unknown op %q", opReadIndex)) {
+			// A leader of an earlier version (its answer to an unknown
+			// op): fall back to what a follower learns from it.
+			via = "leader_contact"
+			err = m.catchUpFromContact(actx, start)
+		} else if err == nil {
 			err = m.Wait(actx, idx)
 		}
 		cancel()
 		if err == nil {
 			close(m.ready)
 			m.logger.Info("meta: this node's metadata copy caught up with the group",
-				"applied", m.machine.current().Applied(), "read_index", idx, "took", time.Since(start).Round(time.Millisecond))
+				"applied", m.machine.current().Applied(), "via", via, "read_index", idx, "took", time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if ctx.Err() != nil {
@@ -111,5 +121,30 @@ func (m *Meta) catchUp(ctx context.Context) {
 		}
 		m.logger.Warn("meta: this node's metadata copy has not caught up yet (no leader answered); sequenced groups wait",
 			"attempt", attempt, "waited", time.Since(start).Round(time.Millisecond), "err", err)
+		if sleepCtx(ctx, catchUpRetry) != nil {
+			return
+		}
 	}
+}
+
+// catchUpFromContact is the catch-up with a leader that does not know
+// opReadIndex (a rolling upgrade): this node heard from a leader since
+// start, and Raft applied the commit index it learnt. Weaker than the read
+// index: a follower far behind learns a commit index capped at the
+// entries it received so far, so it may count as caught up a batch of
+// entries early.
+func (m *Meta) catchUpFromContact(ctx context.Context, start time.Time) error {
+	const poll = 10 * time.Millisecond
+	for !m.IsLeader() && m.raft.LastContact().Before(start) {
+		if err := sleepCtx(ctx, poll); err != nil {
+			return fmt.Errorf("meta: no contact with a leader: %w", err)
+		}
+	}
+	commit := m.raft.CommitIndex()
+	for m.raft.AppliedIndex() < commit {
+		if err := sleepCtx(ctx, poll); err != nil {
+			return fmt.Errorf("meta: apply up to the commit index %d: %w", commit, err)
+		}
+	}
+	return nil
 }

@@ -1,7 +1,11 @@
 package meta
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -111,4 +115,68 @@ func TestReadBarrierIsLinearizable(t *testing.T) {
 			t.Fatal("a single voter caught up before it led")
 		}
 	})
+}
+
+// A node restarted while the leader runs an earlier version (which answers
+// read_index as an unknown op: a rolling upgrade) still catches up, from
+// the commit index a leader's contact tells it, and says so.
+func TestCatchUpWithALeaderOfAnEarlierVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2*time.Millisecond)
+		for _, id := range []string{"n1", "n2", "n3"} {
+			c.open(id, true, voters("n1", "n2", "n3"))
+		}
+		lead := c.leader()
+		for _, m := range c.nodes {
+			if err := m.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			m.oldLeader.Store(true)
+		}
+		var down string
+		for id := range c.nodes {
+			if id != lead.ID() {
+				down = id
+				break
+			}
+		}
+		c.close(down)
+		var last fsm.Result
+		var err error
+		for i := range 5 {
+			if last, err = lead.Propose(ctxFor(t, 5*time.Second), registerCmd(fmt.Sprintf("u%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var logs syncBuffer
+		c.tune = func(cfg *Config) { cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }
+		back := c.open(down, true, voters("n1", "n2", "n3"))
+		if err := back.WaitCaughtUp(ctxFor(t, 60*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if got := back.State().Applied(); got < last.Index {
+			t.Fatalf("caught up at applied index %d, the leader had committed %d", got, last.Index)
+		}
+		if !strings.Contains(logs.String(), "via=leader_contact") {
+			t.Fatalf("the catch-up did not fall back to the leader's contact:\n%s", logs.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -142,6 +142,9 @@ func (m *Meta) execute(ctx context.Context, req request) response {
 	case opRemoveServer:
 		err = m.changeLocal(ctx, req.Op, req.ID, "")
 	case opReadIndex:
+		if m.oldLeader.Load() {
+			return response{Code: codeFailed, Error: fmt.Sprintf("unknown op %q", req.Op)}
+		}
 		index, err = m.readIndexLocal(ctx)
 	default:
 		return response{Code: codeFailed, Error: fmt.Sprintf("unknown op %q", req.Op)}

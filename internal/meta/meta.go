@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -94,6 +95,9 @@ type Meta struct {
 	group   *run.Group    // every goroutine Meta starts; its context ends at Close and bounds served requests
 	fwd     forwardPool   // idle forward connections to the leader
 	ready   chan struct{} // closed once the copy caught up (catchup.go)
+	// oldLeader (tests): answer read_index as a node of an earlier
+	// version does, an unknown op.
+	oldLeader atomic.Bool
 }
 
 // Open opens (or creates) the node's group storage in cfg.DataDir, starts
