@@ -63,6 +63,27 @@ func TestGroupsEndpoint(t *testing.T) {
 	}
 }
 
+// behindGroups is a node whose metadata copy has not caught up.
+type behindGroups struct{ fakeGroups }
+
+func (behindGroups) MetaBehind() string { return "not caught up" }
+
+// TestGroupsSayTheCopyIsBehind: a node whose metadata copy has not caught
+// up says so in the page (meta_behind); one that has leaves it out.
+func TestGroupsSayTheCopyIsBehind(t *testing.T) {
+	gs := fakeGroups{{ID: "seq/a", Home: "n1", Replicas: []string{"n1"}, Epoch: 1}}
+	s := adminapi.New(statusNode{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)).WithGroups(behindGroups{gs})
+	var got adminapi.GroupsPage
+	if code, eb := call(t, s, "GET", "/v1/groups", &got); code != 200 || got.MetaBehind != "not caught up" || len(got.Groups) != 1 {
+		t.Fatalf("status %d %+v: %+v", code, eb, got)
+	}
+	rec := httptest.NewRecorder()
+	groupsServer(gs).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/groups", nil))
+	if strings.Contains(rec.Body.String(), "meta_behind") {
+		t.Fatalf("a caught-up node's page says meta_behind: %s", rec.Body.String())
+	}
+}
+
 func manyGroups(n int) fakeGroups {
 	gs := make(fakeGroups, n)
 	for i := range gs {
