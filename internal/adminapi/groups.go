@@ -68,6 +68,10 @@ type Groups interface {
 	// (bytewise; "" from the first), in id order, with their figures,
 	// and whether groups follow the last one given.
 	Groups(ctx context.Context, after string, limit int) (page []GroupInfo, more bool)
+	// MetaBehind says why the records may lag the metadata group's (this
+	// node's copy has not caught up with a leader since it started), ""
+	// when they do not.
+	MetaBehind() string
 }
 
 // GroupsPage is the answer to GET /v1/groups: a page of groups in id
@@ -75,6 +79,11 @@ type Groups interface {
 type GroupsPage struct {
 	Groups []GroupInfo `json:"groups"`
 	Next   string      `json:"next"`
+	// MetaBehind: the node answering has a metadata copy that has not
+	// caught up with the group since it started (it reached no leader
+	// yet): its records may name homes that changed meanwhile, and groups
+	// created meanwhile are missing. Ask another node.
+	MetaBehind string `json:"meta_behind,omitempty"`
 }
 
 // Limits of GET /v1/groups's limit parameter: each page asks the groups'
@@ -138,7 +147,7 @@ func (s *Server) WithGroups(g Groups) *Server {
 		if len(gs) > q.Limit {
 			gs, more = gs[:q.Limit], true
 		}
-		page := GroupsPage{Groups: nonNil(gs)}
+		page := GroupsPage{Groups: nonNil(gs), MetaBehind: g.MetaBehind()}
 		if more && len(gs) > 0 {
 			page.Next = gs[len(gs)-1].ID
 		}

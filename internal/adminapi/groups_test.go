@@ -20,6 +20,8 @@ import (
 // fakeGroups pages a sorted list as the node does.
 type fakeGroups []adminapi.GroupInfo
 
+func (fakeGroups) MetaBehind() string { return "" }
+
 func (g fakeGroups) Groups(_ context.Context, after string, limit int) ([]adminapi.GroupInfo, bool) {
 	i := 0
 	for i < len(g) && g[i].ID <= after {
@@ -58,6 +60,27 @@ func TestGroupsEndpoint(t *testing.T) {
 		if len(gs) > 0 && (all[0].Stats == nil || all[0].Stats.Records != 7 || all[1].StatsError == "") {
 			t.Fatalf("client: %+v", all)
 		}
+	}
+}
+
+// behindGroups is a node whose metadata copy has not caught up.
+type behindGroups struct{ fakeGroups }
+
+func (behindGroups) MetaBehind() string { return "not caught up" }
+
+// TestGroupsSayTheCopyIsBehind: a node whose metadata copy has not caught
+// up says so in the page (meta_behind); one that has leaves it out.
+func TestGroupsSayTheCopyIsBehind(t *testing.T) {
+	gs := fakeGroups{{ID: "seq/a", Home: "n1", Replicas: []string{"n1"}, Epoch: 1}}
+	s := adminapi.New(statusNode{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)).WithGroups(behindGroups{gs})
+	var got adminapi.GroupsPage
+	if code, eb := call(t, s, "GET", "/v1/groups", &got); code != 200 || got.MetaBehind != "not caught up" || len(got.Groups) != 1 {
+		t.Fatalf("status %d %+v: %+v", code, eb, got)
+	}
+	rec := httptest.NewRecorder()
+	groupsServer(gs).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/groups", nil))
+	if strings.Contains(rec.Body.String(), "meta_behind") {
+		t.Fatalf("a caught-up node's page says meta_behind: %s", rec.Body.String())
 	}
 }
 

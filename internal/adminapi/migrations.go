@@ -113,6 +113,10 @@ var (
 	// ErrMoveTimeout: the decision is recorded but the move was not done
 	// within the timeout.
 	ErrMoveTimeout = errors.New("adminapi: the move was not done in time")
+	// ErrMoveUnavailable: the node could not bring its metadata copy up
+	// to the metadata leader's (none answered) to look the group up, so
+	// it cannot tell whether the group exists (503; nothing decided).
+	ErrMoveUnavailable = errors.New("adminapi: the metadata leader did not answer")
 	// ErrUnknownNode: GET /v1/migrations?node= names no registered node.
 	ErrUnknownNode = errors.New("adminapi: unknown node")
 )
@@ -183,6 +187,8 @@ func (s *Server) WithMigrations(m Migrator) *Server {
 			WriteError(w, http.StatusConflict, "conflict", err.Error())
 		case errors.Is(err, ErrMoveTimeout):
 			WriteError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+		case errors.Is(err, ErrMoveUnavailable):
+			WriteError(w, http.StatusServiceUnavailable, "no_leader", err.Error())
 		case err != nil:
 			WriteError(w, http.StatusInternalServerError, "move_failed", err.Error())
 		default:

@@ -92,6 +92,7 @@ func TestMigrationsEndpoint(t *testing.T) {
 		{`{"topic":"t","to":"n9"}`, fmt.Errorf("x: %w", ErrMoveUnknown), 404, "not_found"},
 		{`{"topic":"t","to":"n2"}`, fmt.Errorf("x: %w", ErrMoveConflict), 409, "conflict"},
 		{`{"topic":"t","to":"n2"}`, fmt.Errorf("x: %w", ErrMoveTimeout), 504, "timeout"},
+		{`{"topic":"t","to":"n2"}`, fmt.Errorf("x: %w", ErrMoveUnavailable), 503, "no_leader"},
 	} {
 		f.err = c.err
 		code, body := do("POST", c.body)

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -92,6 +93,11 @@ type Membership struct {
 
 	closeOnce sync.Once
 	leaving   sync.WaitGroup
+	// joinMu is held while a join contacts its addresses. Serf's Join
+	// holds a lock of its own while it dials, for as long as an
+	// unreachable address takes to time out; a second join is not queued
+	// behind it (TryJoin skips, join retries after its backoff).
+	joinMu sync.Mutex
 }
 
 // Start creates the local member and, if cfg.Join is not empty, joins the
@@ -151,10 +157,17 @@ const (
 // join retries serf's join with backoff until one address answered. The
 // first failure is a warning; the retries, which may go on for as long as
 // the other nodes are away, are logged at debug level.
+// errJoinBusy: another join was contacting its addresses.
+var errJoinBusy = errors.New("membership: another join is running")
+
 func (m *Membership) join(ctx context.Context, addrs []string) error {
 	backoff := joinBackoffMin
 	for attempt := 1; ; attempt++ {
-		n, err := m.serf.Join(addrs, true)
+		n, err := 0, errJoinBusy
+		if m.joinMu.TryLock() {
+			n, err = m.serf.Join(addrs, true)
+			m.joinMu.Unlock()
+		}
 		if n > 0 {
 			if attempt > 1 {
 				m.logger.Info("membership: joined", "attempts", attempt)

@@ -13,8 +13,13 @@ func (m *Membership) Join(ctx context.Context, addrs []string) error { return m.
 
 // TryJoin contacts addrs once, without retrying or logging, and returns
 // how many answered: for a node that checks now and then that gossip has
-// not formed in parts (see internal/node).
+// not formed in parts (see internal/node). While another join is running
+// it returns 0 at once rather than wait for it.
 func (m *Membership) TryJoin(addrs []string) (int, error) {
+	if !m.joinMu.TryLock() {
+		return 0, nil
+	}
+	defer m.joinMu.Unlock()
 	n, err := m.serf.Join(addrs, true)
 	if err != nil {
 		return n, fmt.Errorf("membership: join %v: %w", addrs, err)

@@ -66,10 +66,20 @@
 // Reads: State returns this node's copy of the state, without a round trip.
 // It may lag the leader (on a non-voter, or a partitioned follower); Wait
 // blocks until a given log index is applied locally, which gives
-// read-your-writes after Propose.
+// read-your-writes after Propose. ReadBarrier gives a linearizable read:
+// it asks the leader for its read index (forwarded op read_index: the
+// leader runs a Raft barrier, which commits an entry of its term, so a
+// deposed leader cannot answer, and applies every earlier one) and waits
+// until this copy applied it. At Open a goroutine (catchup.go) runs it
+// until it succeeds once and then closes CaughtUp: a restarted node's copy
+// comes from its last snapshot, and Raft applies the later entries only
+// once a leader tells it the commit index, so until CaughtUp the copy may
+// name this node the home of a group that moved away while it was down.
+// Whoever acts on the copy for sequenced groups waits for it.
 //
 // Concurrency: a Meta is safe for concurrent use. Blocking calls take a
 // context. Meta owns its goroutines (the accept loop, which is netx.Accept,
+// the catch-up,
 // the connection classifiers and forward handlers, and the waiters on Raft
 // futures) in one run.Group, whose context bounds served requests; Close
 // stops it, shuts Raft down and waits for all of them. The listener passed

@@ -19,6 +19,7 @@ const (
 	opAddVoter     = "add_voter"
 	opAddNonvoter  = "add_nonvoter"
 	opRemoveServer = "remove_server"
+	opReadIndex    = "read_index" // the leader's read index (catchup.go)
 )
 
 // Response codes of forwarded requests.
@@ -48,6 +49,7 @@ type response struct {
 	Code   string      `json:"code,omitempty"`
 	Error  string      `json:"error,omitempty"`
 	Leader string      `json:"leader,omitempty"`
+	Index  uint64      `json:"index,omitempty"` // opReadIndex's answer
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -124,8 +126,9 @@ func (m *Meta) execute(ctx context.Context, req request) response {
 		return response{Code: codeNotLeader, Leader: addr}
 	}
 	var (
-		res *fsm.Result
-		err error
+		res   *fsm.Result
+		index uint64
+		err   error
 	)
 	switch req.Op {
 	case opPropose:
@@ -138,12 +141,17 @@ func (m *Meta) execute(ctx context.Context, req request) response {
 		err = m.changeLocal(ctx, req.Op, req.ID, req.Addr)
 	case opRemoveServer:
 		err = m.changeLocal(ctx, req.Op, req.ID, "")
+	case opReadIndex:
+		if m.oldLeader.Load() {
+			return response{Code: codeFailed, Error: fmt.Sprintf("unknown op %q", req.Op)}
+		}
+		index, err = m.readIndexLocal(ctx)
 	default:
 		return response{Code: codeFailed, Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
 	switch {
 	case err == nil:
-		return response{Result: res}
+		return response{Result: res, Index: index}
 	case errors.Is(err, ErrNotLeader):
 		_, addr := m.Leader()
 		return response{Code: codeNotLeader, Leader: addr}

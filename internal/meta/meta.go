@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -91,8 +92,12 @@ type Meta struct {
 	log     logStore
 	layer   *raftLayer
 	machine *machine
-	group   *run.Group  // every goroutine Meta starts; its context ends at Close and bounds served requests
-	fwd     forwardPool // idle forward connections to the leader
+	group   *run.Group    // every goroutine Meta starts; its context ends at Close and bounds served requests
+	fwd     forwardPool   // idle forward connections to the leader
+	ready   chan struct{} // closed once the copy caught up (catchup.go)
+	// oldLeader (tests): answer read_index as a node of an earlier
+	// version does, an unknown op.
+	oldLeader atomic.Bool
 }
 
 // Open opens (or creates) the node's group storage in cfg.DataDir, starts
@@ -166,10 +171,11 @@ func Open(ctx context.Context, cfg Config) (m *Meta, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: start raft: %w", err)
 	}
-	m = &Meta{cfg: cfg, logger: logger, raft: r, log: log, layer: layer, machine: mach}
+	m = &Meta{cfg: cfg, logger: logger, raft: r, log: log, layer: layer, machine: mach, ready: make(chan struct{})}
 	m.group = run.NewGroup(context.Background())
 	m.group.Go(m.acceptLoop)
 	m.group.Go(m.watchLeader)
+	m.group.Go(m.catchUp)
 	return m, nil
 }
 
@@ -194,7 +200,7 @@ func (m *Meta) Close() error {
 func (m *Meta) ID() string { return m.cfg.NodeID }
 
 // State returns this node's copy of the metadata. It is local and may lag
-// the leader; see Wait.
+// the leader; see Wait, CaughtUp and ReadBarrier.
 func (m *Meta) State() fsm.State { return m.machine.current() }
 
 // Changed returns a channel that is closed when the state next changes.

@@ -105,6 +105,13 @@ func (g groupsAPI) Groups(ctx context.Context, after string, limit int) ([]admin
 	if cp == nil || cp.meta == nil {
 		return nil, false
 	}
+	if !cp.meta.IsCaughtUp() {
+		// Restarted behind: try to bring the copy up to the leader's
+		// first (MetaBehind tells the client when that failed).
+		bctx, cancel := context.WithTimeout(ctx, metaBarrierTimeout/2)
+		_ = cp.meta.ReadBarrier(bctx)
+		cancel()
+	}
 	st := cp.meta.State()
 	groups := st.Groups() // sorted by id
 	from, _ := slices.BinarySearchFunc(groups, after, func(gr fsm.Group, id string) int { return strings.Compare(gr.ID, id) })
@@ -163,6 +170,15 @@ func (g groupsAPI) Groups(ctx context.Context, after string, limit int) ([]admin
 		}
 	}
 	return out, more
+}
+
+// MetaBehind implements adminapi.Groups.
+func (g groupsAPI) MetaBehind() string {
+	cp := g.n.cluster
+	if cp == nil || cp.meta == nil || cp.meta.IsCaughtUp() {
+		return ""
+	}
+	return "this node's metadata copy has not caught up with the metadata group's leader since it started (none answered yet): records may be out of date"
 }
 
 // askGroupStats asks node for the figures of its replicas.

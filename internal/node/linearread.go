@@ -324,7 +324,9 @@ func (n *Node) ReadLinearizable(ctx context.Context, topic string, from uint64, 
 }
 
 // methodMetaApplied asks a node, as the metadata group's leader, for the
-// index its copy of the metadata has applied (JSON answer).
+// index its copy of the metadata has applied (JSON answer). Still served
+// for nodes of an earlier version; this one asks the metadata group's
+// read index instead (syncMeta).
 const methodMetaApplied byte = 50
 
 type metaAppliedResponse struct {
@@ -349,37 +351,16 @@ func (n *Node) serveMetaApplied(context.Context, string, []byte) ([]byte, error)
 	return json.Marshal(metaAppliedResponse{Leader: m.IsLeader(), Applied: m.State().Applied()})
 }
 
-// syncMeta waits until this node's copy of the metadata has applied what
-// the metadata leader had applied when asked: every change acknowledged
-// before (a proposal's result comes after the leader applied it).
+// metaBarrierTimeout bounds bringing this node's metadata copy up to the
+// leader's before an operator's lookup answers from it.
+const metaBarrierTimeout = 5 * time.Second
+
+// syncMeta waits until this node's copy of the metadata has applied the
+// metadata leader's read index (meta.ReadBarrier: after a barrier, so a
+// leader deposed without knowing it cannot answer): every change
+// acknowledged before.
 func (n *Node) syncMeta(ctx context.Context) error {
-	cp := n.cluster
-	m := cp.meta
-	if m.IsLeader() {
-		return nil
-	}
-	leader, _ := m.Leader()
-	switch {
-	case leader == "":
-		return errors.New("no metadata leader known")
-	case leader == n.cfg.NodeID || cp.layer == nil:
-		return nil
-	}
-	if l := cp.layer.Peers().Link(leader); l == nil || !l.Up() {
-		return fmt.Errorf("no connected link to the metadata leader %s", leader)
-	}
-	cctx, cancel := context.WithTimeout(ctx, linearCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, linearCallTimeout)
 	defer cancel()
-	ans, err := cp.layer.Peers().Call(cctx, leader, methodMetaApplied, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := decodeMetaApplied(ans)
-	if err != nil {
-		return err
-	}
-	if !resp.Leader {
-		return fmt.Errorf("%s does not lead the metadata group any more", leader)
-	}
-	return m.Wait(cctx, resp.Applied)
+	return n.cluster.meta.ReadBarrier(ctx)
 }

@@ -80,6 +80,16 @@ func (n *Node) MoveGroup(ctx context.Context, topic, to string, timeout time.Dur
 			return adminapi.MoveResult{}, err
 		}
 	}
+	// Look the group up in a copy that has caught up with the metadata
+	// leader: a copy that lags (this node restarted behind, or a group
+	// created elsewhere just now) would answer 404 for a group that
+	// exists, or 409 for a record whose epoch it does not know yet.
+	bctx, bcancel := context.WithTimeout(ctx, metaBarrierTimeout)
+	err := cp.meta.ReadBarrier(bctx)
+	bcancel()
+	if err != nil {
+		return adminapi.MoveResult{}, fmt.Errorf("%w: cannot look %q up in a metadata copy caught up with the leader: %w", adminapi.ErrMoveUnavailable, topic, err)
+	}
 	before, _, _ := groupOf(cp.meta.State(), topic)
 	rec, err := mgr.Move(ctx, topic, to)
 	switch {

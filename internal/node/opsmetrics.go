@@ -52,6 +52,9 @@ func (n *Node) registerOpsMetrics() {
 		return now.Sub(last).Seconds()
 	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sextant_meta_caught_up", Help: "1 once this node's metadata copy caught up with the group's leader since it started; until then it opens no placement group, holds sequenced publishes and answers moves only through the leader (0 for long: no leader reachable).",
+	}, func() float64 { return b2f(cp.meta.IsCaughtUp()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sextant_meta_applied_index", Help: "Last metadata log index applied to this node's copy (it should follow the leader's).",
 	}, func() float64 { return float64(cp.meta.State().Applied()) }))
 	if cp.membership == nil {

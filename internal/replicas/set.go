@@ -36,6 +36,11 @@ type Meta interface {
 	State() fsm.State
 	// Changed is closed at the next change of State.
 	Changed() <-chan struct{}
+	// CaughtUp is closed once State has caught up with the group since
+	// this node started (meta.Meta.CaughtUp): before, the copy may still
+	// name this node the home or a replica of a group that moved away
+	// while it was down.
+	CaughtUp() <-chan struct{}
 	// SetGroupHome records a new home for a group.
 	SetGroupHome(ctx context.Context, c fsm.HomeChange) (fsm.Group, error)
 }
@@ -210,6 +215,8 @@ func (s *Set) Get(id string) *Replica {
 // that lags the record a peer just created; a record Expect was told of
 // counts ahead of the copy). It returns nil once the
 // record names other nodes only, at max, when ctx ends or the set closes.
+// Until the metadata copy caught up (Meta.CaughtUp) its record is not
+// trusted either way and Await waits (the set opens nothing before).
 // The publish path's home side waits so: a new group's first publishes
 // may come before this node's watcher opened its replica.
 func (s *Set) Await(ctx context.Context, id string, max time.Duration) *Replica {
@@ -222,9 +229,15 @@ func (s *Set) Await(ctx context.Context, id string, max time.Duration) *Replica 
 			return r
 		}
 		metaCh := s.cfg.Meta.Changed()
-		if g, ok := s.record(id); ok &&
-			!slices.Contains(g.Voters, s.cfg.NodeID) && !slices.Contains(g.Learners, s.cfg.NodeID) {
-			return nil
+		ready := s.cfg.Meta.CaughtUp()
+		select {
+		case <-ready:
+			ready = nil // caught up: the record counts, and a nil channel never fires
+			if g, ok := s.record(id); ok &&
+				!slices.Contains(g.Voters, s.cfg.NodeID) && !slices.Contains(g.Learners, s.cfg.NodeID) {
+				return nil
+			}
+		default:
 		}
 		if timer == nil {
 			if max <= 0 {
@@ -236,6 +249,7 @@ func (s *Set) Await(ctx context.Context, id string, max time.Duration) *Replica 
 		select {
 		case <-changed:
 		case <-metaCh:
+		case <-ready:
 		case <-timer.C():
 			return s.Get(id)
 		case <-ctx.Done():
@@ -344,8 +358,22 @@ func (s *Set) record(id string) (fsm.Group, bool) {
 	return g, ok
 }
 
-// watch opens and closes replicas as the metadata changes.
+// watch opens and closes replicas as the metadata changes, once the
+// metadata copy caught up: a node restarted with a copy behind the group
+// would otherwise open a group that moved away while it was down (its
+// copy still naming it home) and take publishes for it beside the real
+// home.
 func (s *Set) watch(ctx context.Context) {
+	select {
+	case <-s.cfg.Meta.CaughtUp():
+	default:
+		s.log.Info("placement group replicas wait for this node's metadata copy to catch up")
+		select {
+		case <-s.cfg.Meta.CaughtUp():
+		case <-ctx.Done():
+			return
+		}
+	}
 	retry := s.clock.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()

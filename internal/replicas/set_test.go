@@ -18,11 +18,13 @@ type fakeMeta struct {
 	mu      sync.Mutex
 	st      fsm.State
 	changed chan struct{}
-	homes   int // SetGroupHome calls
+	homes   int           // SetGroupHome calls
+	ready   chan struct{} // CaughtUp: closed unless the test holds the copy behind
 }
 
 func newFakeMeta(t *testing.T) *fakeMeta {
-	m := &fakeMeta{changed: make(chan struct{})}
+	m := &fakeMeta{changed: make(chan struct{}), ready: make(chan struct{})}
+	close(m.ready)
 	m.apply(t, fsm.RegisterNode(fsm.Node{ID: "n1", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
 	return m
 }
@@ -37,6 +39,21 @@ func (m *fakeMeta) Changed() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.changed
+}
+
+func (m *fakeMeta) CaughtUp() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ready
+}
+
+// behind makes the copy not caught up until the returned func is called.
+func (m *fakeMeta) behind() (catchUp func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ready := make(chan struct{})
+	m.ready = ready
+	return sync.OnceFunc(func() { close(ready) })
 }
 
 func (m *fakeMeta) apply(t *testing.T, cmd fsm.Command) fsm.Result {
@@ -129,6 +146,50 @@ func TestSingleGroupLifecycle(t *testing.T) {
 		})
 		if _, err := r.Seq.ReadSeq(1, 1, 0); err == nil {
 			t.Error("the sequencer still reads after its group was deleted")
+		}
+	})
+}
+
+// TestNothingOpensBeforeTheCopyCaughtUp: a copy that names this node a
+// group's home while it has not caught up with the group (a node
+// restarted behind: the group may have moved away) opens nothing, and
+// Await does not hand the home side a replica; once it caught up with a
+// record that names another node, the group stays closed, and a group
+// that does name this node opens.
+func TestNothingOpensBeforeTheCopyCaughtUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newFakeMeta(t)
+		meta.apply(t, fsm.RegisterNode(fsm.Node{ID: "n2", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "moved", Rule: "moved", Home: "n1", Voters: []string{"n1"}, Created: time.Unix(2, 0)}))
+		meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "mine", Rule: "mine", Home: "n1", Voters: []string{"n1"}, Created: time.Unix(2, 0)}))
+		catchUp := meta.behind()
+		set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Start()
+		defer set.Close()
+		time.Sleep(time.Minute) // lint:sleep-ok fake time: the watcher would have opened by now
+		synctest.Wait()
+		if ids := set.IDs(); len(ids) != 0 {
+			t.Fatalf("opened %v before the metadata copy caught up", ids)
+		}
+		if r := set.Await(context.Background(), "moved", time.Second); r != nil {
+			t.Fatal("Await handed out a replica before the copy caught up")
+		}
+		// The copy catches up: "moved" is homed on n2 now.
+		g, _ := meta.State().Group("moved")
+		if _, err := meta.SetGroupHome(context.Background(), fsm.HomeChange{Group: "moved", Epoch: g.Epoch + 1, Home: "n2", Handover: []string{"n2"}, HandoverFrom: "n1", Reason: fsm.ReasonManual, At: time.Unix(3, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		catchUp()
+		eventually(t, "the group still homed here opens", func() bool { return set.Get("mine") != nil })
+		synctest.Wait()
+		if set.Get("moved") != nil {
+			t.Fatal("opened a group that moved away while the copy was behind")
+		}
+		if r := set.Await(context.Background(), "moved", time.Second); r != nil {
+			t.Fatal("Await handed out a replica of a group homed elsewhere")
 		}
 	})
 }

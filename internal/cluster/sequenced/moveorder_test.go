@@ -24,9 +24,10 @@ import (
 // oneNodeMeta is the metadata of a node running alone: the policy and the
 // group records it creates.
 type oneNodeMeta struct {
-	mu sync.Mutex
-	st fsm.State
-	ix uint64
+	mu     sync.Mutex
+	st     fsm.State
+	ix     uint64
+	behind chan struct{} // CaughtUp while the test holds the copy behind (nil: caught up)
 }
 
 func newOneNodeMeta(t *testing.T, node string, rules ...fsm.Rule) *oneNodeMeta {
@@ -55,6 +56,17 @@ func (m *oneNodeMeta) State() fsm.State {
 }
 
 func (m *oneNodeMeta) Changed() <-chan struct{} { return nil } // the records here never change
+
+var caughtUp = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (m *oneNodeMeta) CaughtUp() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.behind != nil {
+		return m.behind
+	}
+	return caughtUp
+}
 
 func (m *oneNodeMeta) CreateGroup(_ context.Context, g fsm.Group) (fsm.Group, bool, error) {
 	_, res := m.apply(fsm.CreateGroup(g))

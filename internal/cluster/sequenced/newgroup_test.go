@@ -117,3 +117,72 @@ func TestNewGroupQoS0BurstBeforeTheReplicaOpens(t *testing.T) {
 		}
 	})
 }
+
+// TestRouteHoldsUntilTheCopyCaughtUp: an access node whose metadata copy
+// has not caught up since it started (restarted behind: its record may
+// name a home the group left) sends nothing to the home its copy names;
+// the publishes wait and are all taken, in order, once it caught up.
+func TestRouteHoldsUntilTheCopyCaughtUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		meta := newOneNodeMeta(t, "a", fsm.Rule{Match: "ng/#", Mode: fsm.Sequenced, Replicas: 1})
+		gid, _, ok := meta.State().GroupFor("ng/t")
+		if !ok {
+			t.Fatal("ng/t is not sequenced")
+		}
+		behind := make(chan struct{})
+		meta.behind = behind
+		seq, err := sequencer.Open(topiclog.OSFS{}, t.TempDir(), sequencer.Options{BatchEntries: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &recordingFSM{FSM: replica.New(seq)}
+		rep, err := replication.NewSingle[sequencer.Result](replication.GroupID(gid), f, replication.SingleConfig{NodeID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := &lateGroups{r: &replicas.Replica{ID: gid, Rep: rep, Seq: seq}}
+		groups.open.Store(true)
+		home := NewHome(groups, nil, nil)
+		r, err := New(Config{NodeID: "a", Meta: meta, Home: home})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			r.Close()
+			_ = rep.Close()
+			_ = seq.Close()
+		}()
+		const n = 20
+		for i := range n {
+			m := &message.Message{Topic: "ng/t", QoS: 1, Payload: fmt.Appendf(nil, "m-%02d", i)}
+			if !r.Publish("pub", uint16(i+1), m, nil) {
+				t.Fatal("ng/t not taken")
+			}
+		}
+		time.Sleep(time.Minute) // lint:sleep-ok fake time: a route not held would have sent long ago
+		synctest.Wait()
+		if got := len(f.order()); got != 0 {
+			t.Fatalf("%d publishes reached the home before the copy caught up", got)
+		}
+		if _, ok := meta.State().Group(gid); ok {
+			t.Fatal("the held route created the group")
+		}
+		meta.mu.Lock()
+		meta.behind = nil
+		meta.mu.Unlock()
+		close(behind)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(f.order()) < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // lint:sleep-ok fake time: waiting for the log
+		}
+		got := f.order()
+		if len(got) != n {
+			t.Fatalf("log holds %d records after the copy caught up, want %d", len(got), n)
+		}
+		for i := range n {
+			if want := fmt.Sprintf("m-%02d", i); got[i] != want {
+				t.Fatalf("log position %d holds %q, want %q", i, got[i], want)
+			}
+		}
+	})
+}

@@ -202,6 +202,7 @@ func (rt *route) run(ctx context.Context) {
 	clk := rt.r.clock
 	timer := clk.NewTimer(routeIdle)
 	defer timer.Stop()
+	ready := rt.r.cfg.Meta.CaughtUp() // nil once it fired
 	for {
 		metaCh := rt.r.cfg.Meta.Changed()
 		wait, idle := rt.step(ctx)
@@ -218,6 +219,8 @@ func (rt *route) run(ctx context.Context) {
 			return
 		case <-rt.wake:
 		case <-metaCh:
+		case <-ready:
+			ready = nil
 		case <-timer.C():
 			if idle && rt.r.retire(rt) {
 				return
@@ -236,6 +239,16 @@ func (rt *route) step(ctx context.Context) (wait time.Duration, idle bool) {
 	if rt.mu.outstanding == 0 && rt.mu.requests == 0 {
 		rt.mu.Unlock()
 		return 0, true
+	}
+	select {
+	case <-rt.r.cfg.Meta.CaughtUp():
+	default:
+		// This node's metadata copy has not caught up since it started:
+		// its record may name a home the group left while the node was
+		// down (this node, even). Hold the publishes, as for a group
+		// whose record is not known yet, until it caught up (run wakes).
+		rt.mu.Unlock()
+		return 0, false
 	}
 	now := rt.r.clock.Now()
 	if hold := rt.mu.hold; now.Before(hold) {

@@ -29,6 +29,10 @@ type Meta interface {
 	State() fsm.State
 	// Changed is closed at the next change of State.
 	Changed() <-chan struct{}
+	// CaughtUp is closed once State caught up with the group since this
+	// node started (meta.Meta.CaughtUp). Before, a route holds its
+	// publishes: a copy restarted behind may name a home the group left.
+	CaughtUp() <-chan struct{}
 	// CreateGroup records a new group, or returns the record another node
 	// created first (created false).
 	CreateGroup(ctx context.Context, g fsm.Group) (rec fsm.Group, created bool, err error)
