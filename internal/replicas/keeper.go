@@ -36,11 +36,15 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	handedOver := false
 	for {
 		ch := s.cfg.Meta.Changed()
+		rec, ok := s.record(r.ID)
+		if ok {
+			sawLeader(r, rec, r.Rep.Leader())
+		}
 		// A replica kept open for a handover (Keep) while the record names
 		// other nodes claims nothing: the group is the target's.
-		if rec, ok := s.record(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID && slices.Contains(rec.Voters, s.cfg.NodeID) {
+		if ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID && slices.Contains(rec.Voters, s.cfg.NodeID) {
 			switch {
-			case handsOver(rec, s.cfg.NodeID) && !handedOver:
+			case handsOver(rec, s.cfg.NodeID) && !handedOver && !r.noHandOver.Load():
 				// The group's first election chose another replica than
 				// the home it was placed on: hand the lead over (once),
 				// unless a migration brought the lead here.
@@ -48,7 +52,7 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 				if s.handOver(ctx, r, rec.Home) {
 					continue
 				}
-				r.handOverFailed.Store(true)
+				r.noHandOver.Store(true)
 				fallthrough
 			default:
 				if !s.claim(ctx, rec) {
@@ -59,7 +63,10 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.Rep.Leadership():
+		case l := <-r.Rep.Leadership():
+			if rec, ok := s.record(r.ID); ok {
+				sawLeader(r, rec, l)
+			}
 		case <-ch:
 		case <-retry.C():
 		case <-tick.C():
@@ -69,9 +76,24 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	}
 }
 
+// sawLeader notes that this replica saw l lead the group: once the
+// record's home has led it, the lead that comes here later came from the
+// home (a migration's transfer, a failover), never from the group's first
+// election, so it is not handed back. The record alone cannot tell: this
+// node's copy may not show the migration's decision yet when the transfer
+// makes it the leader (the decision and the transfer reach it by different
+// paths), and handing the lead back then would leave the old home leading
+// and its migration waiting for a record that names the target.
+func sawLeader(r *Replica, rec fsm.Group, l replication.Leader) {
+	if l.ID != "" && !l.Local && l.ID == rec.Home {
+		r.noHandOver.Store(true)
+	}
+}
+
 // handsOver reports whether node, leading group rec, is to hand the lead
 // to the home the group was placed on: the group's first election chose
-// node, and no migration brought the lead here.
+// node, and no migration brought the lead here (as far as rec shows; the
+// keeper also checks that the home never led, sawLeader).
 func handsOver(rec fsm.Group, node string) bool {
 	return rec.Home != node && rec.HomeReason == fsm.ReasonCreated && (rec.Desired == nil || rec.Desired.Home != node)
 }
@@ -85,7 +107,7 @@ func handsOver(rec fsm.Group, node string) bool {
 // over failed (this node then records itself as the home).
 func (s *Set) HandingOver(id string) (home string, ok bool) {
 	r := s.Get(id)
-	if r == nil || r.handOverFailed.Load() || !r.Rep.IsLeader() {
+	if r == nil || r.noHandOver.Load() || !r.Rep.IsLeader() {
 		return "", false
 	}
 	rec, ok := s.record(id)
@@ -95,10 +117,18 @@ func (s *Set) HandingOver(id string) (home string, ok bool) {
 	return rec.Home, true
 }
 
+// transferer is a replica that can hand its lead to another voter
+// (*replication.Group).
+type transferer interface {
+	TransferLeadership(ctx context.Context, to string) error
+}
+
+var _ transferer = (*replication.Group[sequencer.Result])(nil)
+
 // handOver transfers r's leadership to home, the node the group was
 // placed on; it reports whether it did.
 func (s *Set) handOver(ctx context.Context, r *Replica, home string) bool {
-	g, ok := r.Rep.(*replication.Group[sequencer.Result])
+	g, ok := r.Rep.(transferer)
 	if !ok {
 		return false
 	}

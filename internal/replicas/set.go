@@ -102,9 +102,9 @@ type Replica struct {
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the keeper returned
-	// handOverFailed: the keeper's hand over of a new group's lead to its
-	// home failed (HandingOver).
-	handOverFailed atomic.Bool
+	// noHandOver: the keeper will not hand the lead to the group's home
+	// (HandingOver): the home has led the group, or the hand over failed.
+	noHandOver atomic.Bool
 }
 
 // Set is this node's replicas, following the metadata group. See the
