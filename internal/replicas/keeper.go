@@ -142,12 +142,21 @@ func (s *Set) handOver(ctx context.Context, r *Replica, home string) bool {
 	return true
 }
 
+// claimAttempt bounds one claim. A claim commits in a metadata round
+// trip; one whose forwarded proposal or answer was lost is tried again
+// (claimRetry later, with the record as this node's copy then has it) well
+// within a migration's wait for the target's claim (its step timeout,
+// 30 s), rather than once per 10 s. A retry of a claim that did commit
+// conflicts on the epoch and brings the record naming this node.
+const claimAttempt = 3 * time.Second
+
 // claim records this node, the group's leader, as its home. It reports
-// false when it should be tried again later; a conflict (another change
-// got there first) is not retried here: the record it brings is read again
-// at the next turn of the loop.
+// false when it should be tried again later (counted); a conflict (another
+// change got there first, or an earlier attempt whose answer was lost) is
+// not retried here: the record it brings, which this node's copy has
+// applied by then, is read again at the next turn of the loop.
 func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
-	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	ctx, cancel := context.WithTimeout(ctx, claimAttempt)
 	defer cancel()
 	got, err := s.cfg.Meta.SetGroupHome(ctx, fsm.HomeChange{
 		Group: rec.ID, Home: s.cfg.NodeID, Epoch: rec.Epoch + 1, Reason: claimReason(rec, s.cfg.NodeID), At: s.clock.Now(),
@@ -162,7 +171,8 @@ func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return true
 	}
-	s.log.Warn("recording this node as a group's home failed", "group", rec.ID, "err", err)
+	s.metrics.claimFailures.Inc()
+	s.log.Warn("recording this node as a group's home failed; trying again", "group", rec.ID, "in", claimRetry, "err", err)
 	return false
 }
 

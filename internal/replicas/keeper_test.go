@@ -3,6 +3,7 @@ package replicas
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -139,4 +140,89 @@ func TestKeeperKeepsTheLeadTheHomeGave(t *testing.T) {
 			t.Errorf("%v home claims counted, want 1", n)
 		}
 	})
+}
+
+// lossyMeta loses the answers of the first drop SetGroupHome calls: each
+// waits until its caller gives up. With commit, the lost proposal was
+// applied first (its answer lost on the way back); without, the proposal
+// itself was lost.
+type lossyMeta struct {
+	*fakeMeta
+	drop     int
+	commit   bool
+	attempts int // SetGroupHome calls, lost ones included
+}
+
+func (m *lossyMeta) SetGroupHome(ctx context.Context, c fsm.HomeChange) (fsm.Group, error) {
+	m.mu.Lock()
+	m.attempts++
+	lose := m.drop > 0
+	if lose {
+		m.drop--
+	}
+	m.mu.Unlock()
+	if !lose {
+		return m.fakeMeta.SetGroupHome(ctx, c)
+	}
+	if m.commit {
+		_, _ = m.fakeMeta.SetGroupHome(ctx, c)
+	}
+	<-ctx.Done()
+	return fsm.Group{}, fmt.Errorf("fake: no answer: %w", ctx.Err())
+}
+
+// TestKeeperClaimLostIsTriedAgain: a leader's claim whose proposal is lost
+// (no answer) is tried again after claimAttempt and claimRetry, with the
+// record as the copy has it then, until one commits; one whose answer
+// alone was lost (it committed, and the copy shows it) is not proposed
+// again: the record names this node once, at one epoch. Each failed
+// attempt is counted.
+func TestKeeperClaimLostIsTriedAgain(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("committed=%v", commit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				meta := &lossyMeta{fakeMeta: newFakeMeta(t), drop: 2, commit: commit}
+				meta.apply(t, fsm.RegisterNode(fsm.Node{ID: "n2", JoinedAt: time.Unix(1, 0), Labels: fsm.Labels{Tier: fsm.TierCore}}))
+				meta.apply(t, fsm.CreateGroup(fsm.Group{ID: "g/1", Rule: "g/#", Home: "n2", Voters: []string{"n1", "n2"}, Created: time.Unix(2, 0)}))
+				set, err := New(Config{NodeID: "n1", Meta: meta, Dir: t.TempDir(), RetentionInterval: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				defer wg.Wait()
+				defer cancel()
+				rep := newFakeRep("n1")
+				r := &Replica{ID: "g/1", Rep: rep}
+				wg.Go(func() { set.keep(ctx, r) })
+				rep.lead("n2")
+				synctest.Wait()
+				rep.lead("n1") // the lead came from the home: claimed
+				// Long enough for every attempt the test expects (lost
+				// ones take claimAttempt each, then claimRetry).
+				time.Sleep(time.Minute) // lint:sleep-ok fake time: the keeper's attempts
+				synctest.Wait()
+				rec, _ := meta.State().Group("g/1")
+				if rec.Home != "n1" || rec.Epoch != 2 {
+					t.Fatalf("record %+v: want n1 home at epoch 2", rec)
+				}
+				wantFailed, wantCalls := 2.0, 3
+				if commit {
+					wantFailed, wantCalls = 1, 1
+				}
+				if n := testCounter(set.metrics.claimFailures); n != wantFailed {
+					t.Errorf("%v failed claims counted, want %v", n, wantFailed)
+				}
+				meta.mu.Lock()
+				calls := meta.attempts
+				meta.mu.Unlock()
+				if calls != wantCalls {
+					t.Errorf("%d claims proposed, want %d", calls, wantCalls)
+				}
+				if got := rep.transfers(); got != nil {
+					t.Errorf("lead handed over: %v", got)
+				}
+			})
+		})
+	}
 }

@@ -49,8 +49,9 @@ const (
 	// group that failed to open (the budget was full, a peer address was
 	// not known yet).
 	retryOpen = 2 * time.Second
-	// claimTimeout bounds one set-home proposal; claimRetry is the wait
-	// after one failed for another reason than a newer record.
+	// claimTimeout bounds the hand over of a new group's lead (one claim
+	// attempt: claimAttempt, keeper.go); claimRetry is the wait after a
+	// claim failed for another reason than a newer record.
 	claimTimeout = 10 * time.Second
 	claimRetry   = 500 * time.Millisecond
 	// proposeTimeout bounds a retention tick.
