@@ -104,7 +104,8 @@ func handsOver(rec fsm.Group, node string) bool {
 // path's home side sends batches there rather than submit them here: a
 // command in flight when the lead moves has an unknown outcome, and the
 // access node would have to drop its QoS 0 publishes. False once the hand
-// over failed (this node then records itself as the home).
+// over failed or this replica saw the home lead (this node then records
+// itself as the home).
 func (s *Set) HandingOver(id string) (home string, ok bool) {
 	r := s.Get(id)
 	if r == nil || r.noHandOver.Load() || !r.Rep.IsLeader() {
