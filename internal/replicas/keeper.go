@@ -36,11 +36,15 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	handedOver := false
 	for {
 		ch := s.cfg.Meta.Changed()
+		rec, ok := s.record(r.ID)
+		if ok {
+			sawLeader(r, rec, r.Rep.Leader())
+		}
 		// A replica kept open for a handover (Keep) while the record names
 		// other nodes claims nothing: the group is the target's.
-		if rec, ok := s.record(r.ID); ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID && slices.Contains(rec.Voters, s.cfg.NodeID) {
+		if ok && r.Rep.IsLeader() && rec.Home != s.cfg.NodeID && slices.Contains(rec.Voters, s.cfg.NodeID) {
 			switch {
-			case handsOver(rec, s.cfg.NodeID) && !handedOver:
+			case handsOver(rec, s.cfg.NodeID) && !handedOver && !r.noHandOver.Load():
 				// The group's first election chose another replica than
 				// the home it was placed on: hand the lead over (once),
 				// unless a migration brought the lead here.
@@ -48,7 +52,7 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 				if s.handOver(ctx, r, rec.Home) {
 					continue
 				}
-				r.handOverFailed.Store(true)
+				r.noHandOver.Store(true)
 				fallthrough
 			default:
 				if !s.claim(ctx, rec) {
@@ -59,7 +63,10 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.Rep.Leadership():
+		case l := <-r.Rep.Leadership():
+			if rec, ok := s.record(r.ID); ok {
+				sawLeader(r, rec, l)
+			}
 		case <-ch:
 		case <-retry.C():
 		case <-tick.C():
@@ -69,9 +76,24 @@ func (s *Set) keep(ctx context.Context, r *Replica) {
 	}
 }
 
+// sawLeader notes that this replica saw l lead the group: once the
+// record's home has led it, the lead that comes here later came from the
+// home (a migration's transfer, a failover), never from the group's first
+// election, so it is not handed back. The record alone cannot tell: this
+// node's copy may not show the migration's decision yet when the transfer
+// makes it the leader (the decision and the transfer reach it by different
+// paths), and handing the lead back then would leave the old home leading
+// and its migration waiting for a record that names the target.
+func sawLeader(r *Replica, rec fsm.Group, l replication.Leader) {
+	if l.ID != "" && !l.Local && l.ID == rec.Home {
+		r.noHandOver.Store(true)
+	}
+}
+
 // handsOver reports whether node, leading group rec, is to hand the lead
 // to the home the group was placed on: the group's first election chose
-// node, and no migration brought the lead here.
+// node, and no migration brought the lead here (as far as rec shows; the
+// keeper also checks that the home never led, sawLeader).
 func handsOver(rec fsm.Group, node string) bool {
 	return rec.Home != node && rec.HomeReason == fsm.ReasonCreated && (rec.Desired == nil || rec.Desired.Home != node)
 }
@@ -82,10 +104,11 @@ func handsOver(rec fsm.Group, node string) bool {
 // path's home side sends batches there rather than submit them here: a
 // command in flight when the lead moves has an unknown outcome, and the
 // access node would have to drop its QoS 0 publishes. False once the hand
-// over failed (this node then records itself as the home).
+// over failed or this replica saw the home lead (this node then records
+// itself as the home).
 func (s *Set) HandingOver(id string) (home string, ok bool) {
 	r := s.Get(id)
-	if r == nil || r.handOverFailed.Load() || !r.Rep.IsLeader() {
+	if r == nil || r.noHandOver.Load() || !r.Rep.IsLeader() {
 		return "", false
 	}
 	rec, ok := s.record(id)
@@ -95,10 +118,18 @@ func (s *Set) HandingOver(id string) (home string, ok bool) {
 	return rec.Home, true
 }
 
+// transferer is a replica that can hand its lead to another voter
+// (*replication.Group).
+type transferer interface {
+	TransferLeadership(ctx context.Context, to string) error
+}
+
+var _ transferer = (*replication.Group[sequencer.Result])(nil)
+
 // handOver transfers r's leadership to home, the node the group was
 // placed on; it reports whether it did.
 func (s *Set) handOver(ctx context.Context, r *Replica, home string) bool {
-	g, ok := r.Rep.(*replication.Group[sequencer.Result])
+	g, ok := r.Rep.(transferer)
 	if !ok {
 		return false
 	}
@@ -112,12 +143,21 @@ func (s *Set) handOver(ctx context.Context, r *Replica, home string) bool {
 	return true
 }
 
+// claimAttempt bounds one claim. A claim commits in a metadata round
+// trip; one whose forwarded proposal or answer was lost is tried again
+// (claimRetry later, with the record as this node's copy then has it) well
+// within a migration's wait for the target's claim (its step timeout,
+// 30 s), rather than once per 10 s. A retry of a claim that did commit
+// conflicts on the epoch and brings the record naming this node.
+const claimAttempt = 3 * time.Second
+
 // claim records this node, the group's leader, as its home. It reports
-// false when it should be tried again later; a conflict (another change
-// got there first) is not retried here: the record it brings is read again
-// at the next turn of the loop.
+// false when it should be tried again later (counted); a conflict (another
+// change got there first, or an earlier attempt whose answer was lost) is
+// not retried here: the record it brings, which this node's copy has
+// applied by then, is read again at the next turn of the loop.
 func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
-	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	ctx, cancel := context.WithTimeout(ctx, claimAttempt)
 	defer cancel()
 	got, err := s.cfg.Meta.SetGroupHome(ctx, fsm.HomeChange{
 		Group: rec.ID, Home: s.cfg.NodeID, Epoch: rec.Epoch + 1, Reason: claimReason(rec, s.cfg.NodeID), At: s.clock.Now(),
@@ -132,7 +172,8 @@ func (s *Set) claim(ctx context.Context, rec fsm.Group) bool {
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return true
 	}
-	s.log.Warn("recording this node as a group's home failed", "group", rec.ID, "err", err)
+	s.metrics.claimFailures.Inc()
+	s.log.Warn("recording this node as a group's home failed; trying again", "group", rec.ID, "in", claimRetry, "err", err)
 	return false
 }
 

@@ -11,6 +11,7 @@ type metrics struct {
 	appliedRecords   prometheus.Counter
 	openFailures     prometheus.Counter
 	homeClaims       prometheus.Counter
+	claimFailures    prometheus.Counter
 	handovers        prometheus.Counter
 	retentionRemoved prometheus.Counter
 }
@@ -25,13 +26,15 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Attempts to open a placement group replica that failed (retried)."}),
 		homeClaims: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_home_claims_total",
 			Help: "Times this node recorded itself as a group's home after winning its election."}),
+		claimFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_home_claim_failures_total",
+			Help: "Home claims after an election that failed and were tried again (no answer in time, no metadata leader reachable, this node's copy slow to apply the answer)."}),
 		handovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_handovers_total",
 			Help: "Times this node, first elected leader of a new group, handed the lead to the home the group was placed on."}),
 		retentionRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "sextant_groups_retention_removed_records_total",
 			Help: "Records removed by retention ticks this node proposed as a group's leader."}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.open, m.appliedRecords, m.openFailures, m.homeClaims, m.handovers, m.retentionRemoved} {
+		for _, c := range []prometheus.Collector{m.open, m.appliedRecords, m.openFailures, m.homeClaims, m.claimFailures, m.handovers, m.retentionRemoved} {
 			_ = r.Register(c)
 		}
 	}

@@ -54,8 +54,9 @@ const (
 	// group that failed to open (the budget was full, a peer address was
 	// not known yet).
 	retryOpen = 2 * time.Second
-	// claimTimeout bounds one set-home proposal; claimRetry is the wait
-	// after one failed for another reason than a newer record.
+	// claimTimeout bounds the hand over of a new group's lead (one claim
+	// attempt: claimAttempt, keeper.go); claimRetry is the wait after a
+	// claim failed for another reason than a newer record.
 	claimTimeout = 10 * time.Second
 	claimRetry   = 500 * time.Millisecond
 	// proposeTimeout bounds a retention tick.
@@ -107,9 +108,9 @@ type Replica struct {
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the keeper returned
-	// handOverFailed: the keeper's hand over of a new group's lead to its
-	// home failed (HandingOver).
-	handOverFailed atomic.Bool
+	// noHandOver: the keeper will not hand the lead to the group's home
+	// (HandingOver): the home has led the group, or the hand over failed.
+	noHandOver atomic.Bool
 }
 
 // Set is this node's replicas, following the metadata group. See the
