@@ -111,9 +111,11 @@ func (m *Meta) catchUp(ctx context.Context) {
 		}
 		cancel()
 		if err == nil {
-			close(m.ready)
+			// Logged before ready closes, so whoever waited on it finds
+			// the line written.
 			m.logger.Info("meta: this node's metadata copy caught up with the group",
 				"applied", m.machine.current().Applied(), "via", via, "read_index", idx, "took", time.Since(start).Round(time.Millisecond))
+			close(m.ready)
 			return
 		}
 		if ctx.Err() != nil {

@@ -439,15 +439,23 @@ func (m *Meta) changeLocal(ctx context.Context, op, id, addr string) error {
 // await waits for a Raft future or ctx. Raft resolves every future, at the
 // latest when it shuts down, so the waiting goroutine always ends.
 func (m *Meta) await(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	if !m.group.Go(func(context.Context) { done <- f.Error() }) {
+	if m.group.Stopped() {
 		return ErrClosed
 	}
+	done := make(chan error, 1)
+	// Not one of m.group's goroutines, which Close waits for: Raft never
+	// answers a future still queued in its apply channel when it shuts
+	// down (its run loop answers them, and it has exited), so a barrier
+	// or apply issued just before Close would hold Close forever. Such a
+	// waiter ends with the process; it holds nothing but the future.
+	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-m.group.Context().Done():
+		return ErrClosed
 	}
 }
 
