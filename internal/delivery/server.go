@@ -70,7 +70,8 @@ func (s *Server) Serve(ctx context.Context, node string, body []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	return appendPollResponse(nil, s.poll(ctx, node, req)), nil
+	resp := s.poll(ctx, node, req)
+	return appendPollResponse(make([]byte, 0, resp.sizeHint()), resp), nil
 }
 
 // poll answers at once if some group has records (or news: a position
@@ -180,6 +181,9 @@ func (s *Server) readGroup(g pollGroup, budget int) groupRecords {
 			return out
 		}
 		out.Next = start
+		if len(g.Filters) == 0 {
+			out.Records = make([]record, 0, len(recs))
+		}
 		for i := range recs {
 			rec := &recs[i]
 			out.Next = rec.Seq + 1

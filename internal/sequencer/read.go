@@ -59,7 +59,8 @@ func decodeRecord(r *topiclog.Record) (Record, error) {
 // concurrently with Apply and with each other.
 
 // ReadSeq returns the records at positions from from on, in log order.
-// Near the log's end it answers from the records kept in memory (recent.go).
+// Near the log's end it answers from the records kept in memory (recent.go),
+// without copying them: the records returned must not be modified.
 func (s *Sequencer) ReadSeq(from uint64, maxRecords, maxBytes int) ([]Record, error) {
 	if maxRecords > 0 {
 		// The log's first position is read after the records: if it is

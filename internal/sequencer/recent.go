@@ -109,7 +109,8 @@ func (c *recent) clearLocked() {
 	c.batches, c.bytes = c.batches[:0], 0
 }
 
-// read returns the records from position from on, with the log's limits
+// read returns the records from position from on, shared with memory and
+// with other reads (not to be modified), with the log's limits
 // (topiclog.Log.ReadSeq: at most maxRecords, at most maxBytes of encoded
 // records if positive, at least one), if it holds from; ok is false if it
 // does not.
@@ -138,8 +139,13 @@ count:
 		}
 		i = 0
 	}
-	out = make([]Record, 0, n)
 	i = int(from - c.batches[k].first)
+	if b := &c.batches[k]; i+n <= len(b.recs) {
+		// Within one batch (a live feed's usual read): share it; records
+		// are never modified once kept.
+		return b.recs[i : i+n : i+n], true
+	}
+	out = make([]Record, 0, n)
 	for j := k; len(out) < n; j++ {
 		m := min(len(c.batches[j].recs), i+n-len(out))
 		out = append(out, c.batches[j].recs[i:m]...)
