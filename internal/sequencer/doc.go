@@ -100,7 +100,8 @@
 // home's processor time when it read the segment files and decoded) is
 // answered from the records Apply appended most recently, kept decoded in
 // memory (recent.go; Options.RecentBytes, 1 MiB by default, whole batches,
-// oldest dropped first). Apply adds a batch after the log took it and
+// oldest dropped first; a replica not read for 64 batches, a follower
+// while the home serves the feeds, keeps none until it is read). Apply adds a batch after the log took it and
 // before it wakes readers; Restore and Close empty the memory before they
 // replace or close the log; a retention tick trims it after removing the
 // prefix, and a read checks the log's first position after reading memory.

@@ -62,6 +62,7 @@ func decodeRecord(r *topiclog.Record) (Record, error) {
 // Near the log's end it answers from the records kept in memory (recent.go),
 // without copying them: the records returned must not be modified.
 func (s *Sequencer) ReadSeq(from uint64, maxRecords, maxBytes int) ([]Record, error) {
+	s.recent.reads.Add(1)
 	if maxRecords > 0 {
 		// The log's first position is read after the records: if it is
 		// still at or below from, the log held them all at that moment.

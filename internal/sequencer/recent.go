@@ -35,7 +35,18 @@ type recent struct {
 	bytes   int
 
 	hits, misses atomic.Uint64
+	// reads counts ReadSeq calls; a replica nobody reads from (a follower
+	// while the home serves the feeds) stops keeping records after
+	// recentIdleBatches batches without one, and starts again at the
+	// next read. idle and lastReads belong to the apply goroutine.
+	reads     atomic.Uint64
+	lastReads uint64
+	idle      int
 }
+
+// recentIdleBatches is how many batches a sequencer keeps without being
+// read before it stops keeping any.
+const recentIdleBatches = 64
 
 type recentBatch struct {
 	first uint64
@@ -177,7 +188,16 @@ func (c *recent) stats() RecentStats {
 // positions from first on, with the indexes the log gave them.
 func (s *Sequencer) keepRecent(first uint64, indexes []uint64) {
 	u := &s.unit
-	if s.recent.limit <= 0 || len(u.recs) == 0 {
+	c := &s.recent
+	if c.limit <= 0 || len(u.recs) == 0 {
+		return
+	}
+	if r := c.reads.Load(); r != c.lastReads {
+		c.lastReads, c.idle = r, 0
+	} else if c.idle++; c.idle >= recentIdleBatches {
+		if c.idle == recentIdleBatches {
+			c.clear()
+		}
 		return
 	}
 	buf := make([]byte, len(u.buf))

@@ -97,6 +97,9 @@ func TestRecentRetentionRemovesKept(t *testing.T) {
 	for i := range 120 {
 		index++
 		apply(t, s, entry(t, index, PublishCommand(pub("a", fmt.Sprintf("message %03d", i), "c", uint16(1+i), uint64(i)))))
+		if _, err := s.ReadSeq(s.NextSeq(), 1, 0); err != nil { // a feed waiting at the end
+			t.Fatal(err)
+		}
 	}
 	if st := s.Stats().Recent; st.Records != 120 {
 		t.Fatalf("%d records kept, want all 120", st.Records)
@@ -179,5 +182,29 @@ func TestRecentDisabled(t *testing.T) {
 	checkReads(t, s)
 	if st := s.Stats().Recent; st.Hits != 0 || st.Records != 0 || st.Misses == 0 {
 		t.Fatalf("recent %+v with memory off", st)
+	}
+}
+
+// TestRecentIdleStops: a replica nobody reads from stops keeping records,
+// and keeps them again, matching the log, once read.
+func TestRecentIdleStops(t *testing.T) {
+	seed := testSeed(t)
+	w := newWorkload(seed)
+	w.noTicks = true
+	s := open(t, topiclog.NewMemFS(), Options{Log: smallSegments})
+	for range recentIdleBatches + 5 {
+		apply(t, s, w.next(t, 1)...)
+	}
+	if st := s.Stats().Recent; st.Records != 0 || st.Bytes != 0 {
+		t.Fatalf("unread for %d batches, memory holds %+v", recentIdleBatches+5, st)
+	}
+	checkReads(t, s) // reads: from now on it keeps batches again
+	apply(t, s, w.next(t, 3)...)
+	if st := s.Stats().Recent; st.Records == 0 {
+		t.Fatalf("read again, memory holds %+v", st)
+	}
+	checkReads(t, s)
+	if st := s.Stats().Recent; st.Hits == 0 {
+		t.Fatalf("recent %+v: no read answered from memory after reads resumed", st)
 	}
 }
