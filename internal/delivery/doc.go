@@ -11,7 +11,9 @@
 // as one of its groups has something, else when the wait ends or a newer
 // poll of the same node replaces it. Any replica may answer, since every
 // replica holds only committed records, in the same order with the same
-// positions; feeds ask the group's home first.
+// positions; feeds ask the group's home first. A poll near a log's end
+// (a live feed's) is answered from the records the group's sequencer
+// keeps in memory (sequencer.ReadSeq), without reading segment files.
 //
 // # Feeds
 //

@@ -70,7 +70,8 @@ func (s *Server) Serve(ctx context.Context, node string, body []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	return appendPollResponse(nil, s.poll(ctx, node, req)), nil
+	resp := s.poll(ctx, node, req)
+	return appendPollResponse(make([]byte, 0, resp.sizeHint()), resp), nil
 }
 
 // poll answers at once if some group has records (or news: a position
@@ -180,18 +181,46 @@ func (s *Server) readGroup(g pollGroup, budget int) groupRecords {
 			return out
 		}
 		out.Next = start
+		if len(recs) == 0 {
+			return out
+		}
+		out.Next = recs[len(recs)-1].Seq + 1
+		// The records of a read mostly share their topic: match each run
+		// of one topic once, and size the answer before filling it.
+		m := matcher{filters: g.Filters}
+		n := 0
 		for i := range recs {
-			rec := &recs[i]
-			out.Next = rec.Seq + 1
-			if !wanted(g.Filters, rec.Topic) {
-				continue
+			if m.wanted(recs[i].Topic) {
+				n++
 			}
-			out.Records = append(out.Records, recordOf(rec))
+		}
+		if n == 0 {
+			return out
+		}
+		out.Records = make([]record, 0, n)
+		for i := range recs {
+			if m.wanted(recs[i].Topic) {
+				out.Records = append(out.Records, recordOf(&recs[i]))
+			}
 		}
 		return out
 	}
 	out.Next = out.First
 	return out
+}
+
+// matcher is wanted with the last topic's answer remembered.
+type matcher struct {
+	filters []string
+	last    string
+	ok, set bool
+}
+
+func (m *matcher) wanted(name string) bool {
+	if !m.set || name != m.last {
+		m.last, m.ok, m.set = name, wanted(m.filters, name), true
+	}
+	return m.ok
 }
 
 func wanted(filters []string, name string) bool {

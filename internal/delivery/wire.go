@@ -146,6 +146,18 @@ type record struct {
 	Message []byte // an encoded message.Message
 }
 
+// sizeHint bounds r's encoding closely, so it is built in one buffer.
+func (r pollResponse) sizeHint() int {
+	n := 1 + binary.MaxVarintLen64
+	for _, g := range r.Groups {
+		n += len(g.Group) + 5*binary.MaxVarintLen64 + 1
+		for i := range g.Records {
+			n += 4*binary.MaxVarintLen64 + 1 + len(g.Records[i].Topic) + len(g.Records[i].Message)
+		}
+	}
+	return n
+}
+
 func appendPollResponse(dst []byte, r pollResponse) []byte {
 	dst = append(dst, wireVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Groups)))

@@ -52,6 +52,9 @@ const (
 type logCollector struct {
 	s                        *Set
 	records, bytes, segments *prometheus.Desc
+	// the records kept in memory for reads near the logs' ends
+	// (sequencer.RecentStats); not by role
+	recentBytes, recentReads *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*logCollector)(nil)
@@ -64,6 +67,10 @@ func newLogCollector(s *Set) *logCollector {
 			"Bytes of the topic logs of the groups this node holds a replica of, by its role in them.", []string{"role"}, nil),
 		segments: prometheus.NewDesc("sextant_groups_log_segments",
 			"Segment files of the topic logs of the groups this node holds a replica of, by its role in them.", []string{"role"}, nil),
+		recentBytes: prometheus.NewDesc("sextant_groups_recent_bytes",
+			"Memory held by the recent records the groups open here keep for reads near their logs' ends.", nil, nil),
+		recentReads: prometheus.NewDesc("sextant_groups_recent_reads_total",
+			"Reads of records from a position (feeds' polls, replays) of the groups open here, by where they were answered from: memory (the recent records) or log (the segment files). Summed over the groups open now.", []string{"source"}, nil),
 	}
 }
 
@@ -71,6 +78,8 @@ func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.records
 	ch <- c.bytes
 	ch <- c.segments
+	ch <- c.recentBytes
+	ch <- c.recentReads
 }
 
 func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
@@ -79,8 +88,13 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 		segments       float64
 	}
 	by := map[string]*sums{roleLeader: {}, roleFollower: {}}
+	var recentBytes, hits, misses float64
 	for _, r := range c.s.replicas() {
-		st := r.Seq.Stats().Log
+		all := r.Seq.Stats()
+		recentBytes += float64(all.Recent.Bytes)
+		hits += float64(all.Recent.Hits)
+		misses += float64(all.Recent.Misses)
+		st := all.Log
 		role := roleFollower
 		if r.Rep.IsLeader() {
 			role = roleLeader
@@ -94,4 +108,7 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, v.bytes, role)
 		ch <- prometheus.MustNewConstMetric(c.segments, prometheus.GaugeValue, v.segments, role)
 	}
+	ch <- prometheus.MustNewConstMetric(c.recentBytes, prometheus.GaugeValue, recentBytes)
+	ch <- prometheus.MustNewConstMetric(c.recentReads, prometheus.CounterValue, hits, "memory")
+	ch <- prometheus.MustNewConstMetric(c.recentReads, prometheus.CounterValue, misses, "log")
 }

@@ -95,3 +95,45 @@ func relabel(b *testing.B, cmd []byte) []byte {
 	}
 	return out
 }
+
+// BenchmarkReadSeqNearEnd measures a live feed's read: the last 580
+// records (one batch of a replicas-3 home at a window of 1,000) of 64-byte
+// messages, from memory (the recent records) or, with them off, from the
+// segment file on disk, decoded. Per record.
+func BenchmarkReadSeqNearEnd(b *testing.B) {
+	for _, recent := range []int{0, -1} {
+		name := "memory"
+		if recent < 0 {
+			name = "log"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(topiclog.OSFS{}, filepath.Join(b.TempDir(), "pg"), Options{Log: topiclog.Options{Sync: topiclog.SyncNone}, RecentBytes: recent})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			const batch = 580
+			ps := make([]Publish, batch)
+			for i := range ps {
+				ps[i] = Publish{Topic: "sxbench/r3/t", Message: make([]byte, 64), QoS: 1,
+					Key: Key{Client: "bench-pub", PacketID: uint16(1 + i), Nonce: uint64(1 + i)}}
+			}
+			cmd, err := EncodeCommand(PublishCommand(ps...))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Apply([]Entry{{Index: 1, Term: 1, Time: t0, Cmd: cmd}}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				recs, err := s.ReadSeq(1, 4096, 1<<20)
+				if err != nil || len(recs) != batch {
+					b.Fatalf("%d records, %v", len(recs), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
+		})
+	}
+}

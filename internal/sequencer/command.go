@@ -129,7 +129,25 @@ func (p *Publish) validate() error {
 }
 
 // EncodeCommand encodes a valid command.
-func EncodeCommand(c Command) ([]byte, error) { return AppendCommand(nil, c) }
+func EncodeCommand(c Command) ([]byte, error) {
+	return AppendCommand(make([]byte, 0, commandLen(c)), c)
+}
+
+// commandLen is c's encoded length (with a valid c), so that a batch of
+// publishes is encoded into one buffer instead of growing one.
+func commandLen(c Command) int {
+	n := 2 + binary.MaxVarintLen64
+	for i := range c.Publishes {
+		p := &c.Publishes[i]
+		// flags, topic, key and message: the envelope (version, flags,
+		// key, message) less its version, plus the two lengths.
+		n += envelopeLen(p) - 1 + uvarintLen(uint64(len(p.Topic))) + len(p.Topic) + uvarintLen(uint64(len(p.Message)))
+	}
+	if c.Kind == KindRetention {
+		n += 3 * binary.MaxVarintLen64
+	}
+	return n
+}
 
 // AppendCommand appends the encoding of a valid command to dst.
 func AppendCommand(dst []byte, c Command) ([]byte, error) {

@@ -1,6 +1,7 @@
 package sequencer
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -90,6 +91,27 @@ func TestCommandRejects(t *testing.T) {
 	} {
 		if _, err := decodeEnvelope(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("envelope %s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// TestCommandLen: the encoding's length is the one computed beforehand
+// (the buffer is allocated once), exactly for publishes.
+func TestCommandLen(t *testing.T) {
+	w := newWorkload(testSeed(t))
+	for range 200 {
+		var ps []Publish
+		for range 1 + w.r.IntN(8) {
+			ps = append(ps, w.publish())
+		}
+		c := PublishCommand(ps...)
+		b, err := EncodeCommand(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The count's varint is reserved at its widest.
+		if want := commandLen(c) - binary.MaxVarintLen64 + uvarintLen(uint64(len(ps))); len(b) != want || cap(b) != commandLen(c) {
+			t.Fatalf("%d publishes: encoded %d bytes in a buffer of %d, computed %d", len(ps), len(b), cap(b), commandLen(c))
 		}
 	}
 }

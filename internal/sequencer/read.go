@@ -59,10 +59,24 @@ func decodeRecord(r *topiclog.Record) (Record, error) {
 // concurrently with Apply and with each other.
 
 // ReadSeq returns the records at positions from from on, in log order.
+// Near the log's end it answers from the records kept in memory (recent.go),
+// without copying them: the records returned must not be modified.
 func (s *Sequencer) ReadSeq(from uint64, maxRecords, maxBytes int) ([]Record, error) {
+	s.recent.reads.Add(1)
+	if maxRecords > 0 {
+		// The log's first position is read after the records: if it is
+		// still at or below from, the log held them all at that moment.
+		if recs, ok := s.recent.read(from, maxRecords, maxBytes); ok && from >= s.log.FirstSeq() {
+			s.recent.hits.Add(1)
+			return recs, nil
+		}
+	}
 	recs, err := s.log.ReadSeq(from, maxRecords, maxBytes)
 	if err != nil {
 		return nil, err
+	}
+	if len(recs) > 0 {
+		s.recent.misses.Add(1)
 	}
 	return decodeRecords(recs)
 }

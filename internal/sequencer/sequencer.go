@@ -35,6 +35,10 @@ type Options struct {
 	// retention, which removes whole segments, may remove other records
 	// since the segments are cut elsewhere.
 	BatchEntries bool
+	// RecentBytes bounds the memory of the records kept for reads near
+	// the log's end (recent.go; 0: DefaultRecentBytes, negative: keep
+	// none).
+	RecentBytes int
 }
 
 // Entry is one committed command, as the replication layer hands it to
@@ -80,6 +84,7 @@ type Stats struct {
 	DedupEntries int
 	// Duplicates counts publishes answered from the dedup table since Open.
 	Duplicates uint64
+	Recent     RecentStats
 }
 
 // Sequencer is a placement group's replicated state machine over its topic
@@ -94,6 +99,7 @@ type Sequencer struct {
 	applied    atomic.Uint64
 	dedupLen   atomic.Int64
 	duplicates atomic.Uint64
+	recent     recent
 
 	// owned by the apply goroutine (Apply, Snapshot, Restore)
 	table  *table
@@ -123,6 +129,12 @@ func Open(fsys topiclog.FS, dir string, opts Options) (*Sequencer, error) {
 		return nil, fmt.Errorf("sequencer: open %s: %w", dir, err)
 	}
 	s := &Sequencer{log: l, horizon: opts.Horizon, batch: opts.BatchEntries, table: t}
+	switch {
+	case opts.RecentBytes == 0:
+		s.recent.limit = DefaultRecentBytes
+	case opts.RecentBytes > 0:
+		s.recent.limit = opts.RecentBytes
+	}
 	s.unit.intra = map[uint64]int{}
 	s.applied.Store(l.LastMark())
 	s.dedupLen.Store(int64(t.len()))
@@ -190,6 +202,8 @@ type unit struct {
 type staged struct {
 	entry, item int
 	start, end  int // of the envelope in buf
+	msg         int // where the message starts in buf
+	qos         byte
 	key         Key
 	client      *client // the key's client in the table (nil without a key)
 }
@@ -259,6 +273,7 @@ func (s *Sequencer) Apply(entries []Entry) ([]Result, error) {
 				continue
 			}
 			results[i].Removed = removed
+			s.recent.trim(s.log.FirstSeq())
 			// Removed records leave the dedup window even if removing
 			// their files failed: the log no longer shows them.
 			s.evict()
@@ -326,7 +341,7 @@ func (s *Sequencer) stage(i int, e *Entry, ps []Publish, results []Result) {
 		}
 		start := len(u.buf)
 		u.buf = appendEnvelope(u.buf, p)
-		u.refs = append(u.refs, staged{entry: i, item: j, start: start, end: len(u.buf), key: p.Key, client: c})
+		u.refs = append(u.refs, staged{entry: i, item: j, start: start, end: len(u.buf), msg: len(u.buf) - len(p.Message), qos: p.QoS, key: p.Key, client: c})
 		u.recs = append(u.recs, topiclog.Entry{Topic: p.Topic, Time: e.Time, Mark: e.Index, Retain: p.Retain})
 	}
 	u.last = e.Index
@@ -351,6 +366,7 @@ func (s *Sequencer) flush(results []Result) error {
 		if app, err = s.log.AppendBatch(u.recs); err != nil {
 			return fmt.Errorf("append: %w", err)
 		}
+		s.keepRecent(app.FirstSeq, app.Indexes)
 	}
 	for k, r := range u.refs {
 		pub := Published{Index: app.Indexes[k], Seq: app.FirstSeq + uint64(k)}
@@ -400,7 +416,8 @@ func (s *Sequencer) notify() {
 
 // Stats returns the sequencer's figures. Safe to call at any time.
 func (s *Sequencer) Stats() Stats {
-	return Stats{Applied: s.applied.Load(), Log: s.log.Stats(), DedupEntries: int(s.dedupLen.Load()), Duplicates: s.duplicates.Load()}
+	return Stats{Applied: s.applied.Load(), Log: s.log.Stats(), DedupEntries: int(s.dedupLen.Load()), Duplicates: s.duplicates.Load(),
+		Recent: s.recent.stats()}
 }
 
 // Close closes the topic log (syncing it) and wakes every waiting reader
@@ -414,6 +431,7 @@ func (s *Sequencer) Close() error {
 	s.mu.closed = true
 	close(s.mu.changed)
 	s.mu.Unlock()
+	s.recent.clear()
 	if err := s.log.Close(); err != nil {
 		return fmt.Errorf("sequencer: close: %w", err)
 	}

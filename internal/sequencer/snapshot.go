@@ -121,6 +121,9 @@ func (s *Sequencer) Restore(r io.Reader) error {
 	if horizon != s.horizon {
 		return fmt.Errorf("sequencer: restore: %w: snapshot kept under a dedup horizon of %d records, this replica uses %d", ErrInvalid, horizon, s.horizon)
 	}
+	// Empty before the log changes: a read from then on goes to the log,
+	// old or new.
+	s.recent.clear()
 	if err := s.log.Restore(r); err != nil {
 		return fmt.Errorf("sequencer: restore: %w", err)
 	}

@@ -139,6 +139,9 @@ func appendRecord(dst []byte, r *rec) []byte {
 	return finishFrame(dst, start)
 }
 
+// RecordLen is the size of a record in the log, as read limits count it.
+func RecordLen(topic string, payload []byte) int { return recordLen(topic, payload) }
+
 func recordLen(topic string, payload []byte) int {
 	return frameHeaderLen + recordFixedLen + len(topic) + len(payload)
 }
