@@ -1,15 +1,14 @@
 package meta
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sextantmq/sextant/internal/logging/logtest"
 	"github.com/sextantmq/sextant/internal/meta/fsm"
 )
 
@@ -148,8 +147,8 @@ func TestCatchUpWithALeaderOfAnEarlierVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var logs syncBuffer
-		c.tune = func(cfg *Config) { cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }
+		logger, logs := logtest.New(slog.LevelInfo)
+		c.tune = func(cfg *Config) { cfg.Logger = logger }
 		back := c.open(down, true, voters("n1", "n2", "n3"))
 		if err := back.WaitCaughtUp(ctxFor(t, 60*time.Second)); err != nil {
 			t.Fatal(err)
@@ -161,22 +160,4 @@ func TestCatchUpWithALeaderOfAnEarlierVersion(t *testing.T) {
 			t.Fatalf("the catch-up did not fall back to the leader's contact:\n%s", logs.String())
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
