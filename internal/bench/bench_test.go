@@ -234,3 +234,25 @@ func TestNormalize(t *testing.T) {
 		}
 	}
 }
+
+// A window the broker's Receive Maximum cuts below --inflight is said in a
+// note, not only in the JSON's effective window.
+func TestReceiveMaximumCapIsNoted(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.ReceiveMaximum = 50
+	n := brokertest.Start(t, cfg)
+	for _, inflight := range []int{100, 20} {
+		res := run(t, bench.Config{URL: "mqtt://" + n.MQTT(), Scenario: bench.P2P, QoS: 1, Count: 500, Inflight: inflight})
+		clean(t, res, 500)
+		noted := false
+		for _, note := range res.Notes {
+			noted = noted || strings.Contains(note, "Receive Maximum capped")
+		}
+		switch {
+		case inflight > 50 && (res.Window != 50 || !noted):
+			t.Errorf("--inflight %d against receive maximum 50: window %d, notes %q", inflight, res.Window, res.Notes)
+		case inflight <= 50 && (res.Window != inflight || noted):
+			t.Errorf("--inflight %d against receive maximum 50: window %d, notes %q", inflight, res.Window, res.Notes)
+		}
+	}
+}

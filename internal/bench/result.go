@@ -120,6 +120,10 @@ func (r *runner) result(before, after sample, pubStart, pubEnd time.Time) *Resul
 	if c.QoS == 0 {
 		res.Window = 0
 	}
+	if res.Window > 0 && res.Window < c.Inflight {
+		// Otherwise a window asked for and not had shows only in the JSON.
+		res.Notes = append(res.Notes, fmt.Sprintf("the broker's Receive Maximum capped each publisher's window at %d of the %d asked (--inflight)", res.Window, c.Inflight))
+	}
 	if lagN > 0 {
 		res.SendLagMean = ms(lagSum / time.Duration(lagN))
 	}
