@@ -37,6 +37,11 @@ func TestTopicsListsPlacement(t *testing.T) {
 	sub.Sub("fleet/#", 1)
 	pub := n1.ConnectV5(&paho.Connect{ClientID: "truck", CleanStart: true, KeepAlive: 30})
 	var out string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last listing (sextant topics on p2):\n%s", out)
+		}
+	})
 	brokertest.Eventually(t, 60*time.Second, func() bool {
 		pub.Pub("fleet/7", 0, false, "here") // QoS 0: no wait for a commit on a loaded machine
 		var code int
