@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/segment"
 
 	"github.com/sextantmq/sextant/internal/logging"
 )
@@ -98,6 +99,7 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		return nil, fmt.Errorf("replication: group %s: %w", id, err)
 	}
 	w, err := wal.Open(walDir, wal.WithLogger(logging.Hclog(log, "wal", e.repeats)), wal.WithSegmentSize(cfg.SegmentBytes),
+		wal.WithSegmentFiler(segment.NewFiler(walDir, newDirectFS())),
 		wal.WithMetricsCollector(walCollector{e.metrics}))
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: open log: %w", id, err)
