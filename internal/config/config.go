@@ -97,12 +97,13 @@ type Config struct {
 	DrainTimeout    time.Duration `name:"drain-timeout" yaml:"drain-timeout" default:"15s" help:"On SIGTERM or a drain, how long to wait for connected persistent sessions to be taken over by other nodes before stopping (0: do not wait; a node running alone never waits)."`
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" yaml:"shutdown-timeout" default:"30s" help:"Bound on the whole stop after SIGTERM, drain included: past it the process exits with what is not yet closed. Keep it below the service manager's stop timeout."`
 
-	ReplicationTiming string        `name:"replication-timing" yaml:"replication-timing" default:"lan" enum:"lan,wan" help:"Raft timing of replicated placement groups (sequenced topics with replicas 3 or 5): lan (replicas in one region; a dead home is replaced in about 0.3 s) or wan (replicas across regions; a few seconds)."`
-	MaxGroups         int           `name:"max-groups" yaml:"max-groups" default:"256" help:"Placement groups this node may replicate (its group budget): a node at its budget is not chosen as a new group's home or replica, and opens no more. Each replicated group costs heartbeats and memory whether it is used or not (docs/design/replication.md)."`
-	RetentionMessages int64         `name:"retention-messages" yaml:"retention-messages" default:"100000" help:"History kept per sequenced topic whose policy rule sets no retention: at least this many messages (0: no count bound). Applies to groups created afterwards."`
-	RetentionAge      time.Duration `name:"retention-age" yaml:"retention-age" default:"24h" help:"History kept per sequenced topic whose policy rule sets no retention: messages at least this young (0: no age bound). A message goes once either bound lets it go; both 0 keeps everything."`
-	RetentionInterval time.Duration `name:"retention-interval" yaml:"retention-interval" default:"1m" help:"How often a placement group's home applies its retention bounds."`
-	SequencedInflight int           `name:"sequenced-inflight" yaml:"sequenced-inflight" default:"4096" help:"Sequenced publishes an access node keeps unacknowledged per placement group; beyond it QoS 1/2 publishers wait for room (up to slow-consumer-timeout, then the publish fails with 0x97) and QoS 0 messages are dropped, counted."`
+	ReplicationTiming   string        `name:"replication-timing" yaml:"replication-timing" default:"lan" enum:"lan,wan" help:"Raft timing of replicated placement groups (sequenced topics with replicas 3 or 5): lan (replicas in one region; a dead home is replaced in about 0.3 s) or wan (replicas across regions; a few seconds)."`
+	ReplicationPipeline int           `name:"replication-pipeline" yaml:"replication-pipeline" default:"4" help:"AppendEntries a replicated placement group's leader keeps in flight to each follower, 1 to 64: more hide a longer round trip (replicas across regions) at the cost of resending more after a refused append. 1 sends one at a time."`
+	MaxGroups           int           `name:"max-groups" yaml:"max-groups" default:"256" help:"Placement groups this node may replicate (its group budget): a node at its budget is not chosen as a new group's home or replica, and opens no more. Each replicated group costs heartbeats and memory whether it is used or not (docs/design/replication.md)."`
+	RetentionMessages   int64         `name:"retention-messages" yaml:"retention-messages" default:"100000" help:"History kept per sequenced topic whose policy rule sets no retention: at least this many messages (0: no count bound). Applies to groups created afterwards."`
+	RetentionAge        time.Duration `name:"retention-age" yaml:"retention-age" default:"24h" help:"History kept per sequenced topic whose policy rule sets no retention: messages at least this young (0: no age bound). A message goes once either bound lets it go; both 0 keeps everything."`
+	RetentionInterval   time.Duration `name:"retention-interval" yaml:"retention-interval" default:"1m" help:"How often a placement group's home applies its retention bounds."`
+	SequencedInflight   int           `name:"sequenced-inflight" yaml:"sequenced-inflight" default:"4096" help:"Sequenced publishes an access node keeps unacknowledged per placement group; beyond it QoS 1/2 publishers wait for room (up to slow-consumer-timeout, then the publish fails with 0x97) and QoS 0 messages are dropped, counted."`
 }
 
 // Validate checks the whole config and returns every problem found, joined.
@@ -214,6 +215,9 @@ func (c *Config) Validate() error {
 		bad("durations", "must not be negative")
 	}
 	oneOf("replication-timing", c.ReplicationTiming, "lan", "wan")
+	if c.ReplicationPipeline < 1 || c.ReplicationPipeline > 64 {
+		bad("replication-pipeline", "must be 1 to 64")
+	}
 	positive("max-groups", c.MaxGroups)
 	positive("sequenced-inflight", c.SequencedInflight)
 	if c.RetentionMessages < 0 || c.RetentionAge < 0 {

@@ -154,3 +154,23 @@ func TestPlacementKeys(t *testing.T) {
 		t.Fatalf("not applied: %+v", c)
 	}
 }
+
+func TestReplicationPipelineKey(t *testing.T) {
+	if c := Default(); c.ReplicationPipeline != 4 {
+		t.Fatalf("default replication-pipeline %d, want 4 (the engine's own default)", c.ReplicationPipeline)
+	}
+	for _, n := range []int{0, -1, 65} {
+		c := Default()
+		c.ReplicationPipeline = n
+		if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "replication-pipeline") {
+			t.Errorf("replication-pipeline %d: %v", n, err)
+		}
+	}
+	c := Default()
+	if err := Decode(strings.NewReader("replication-pipeline: 64\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil || c.ReplicationPipeline != 64 {
+		t.Fatalf("replication-pipeline 64: %d, %v", c.ReplicationPipeline, err)
+	}
+}

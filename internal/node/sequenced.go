@@ -55,7 +55,7 @@ func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Confi
 		var err error
 		cp.engine, err = replication.New(replication.Config{
 			NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Listener: ln, Dial: n.net.Dial, TLS: peerTLS,
-			DataDir: dir, Timeouts: replicationTimeouts(cfg.ReplicationTiming), MaxGroups: cfg.MaxGroups,
+			DataDir: dir, Timeouts: replicationTimeouts(cfg.ReplicationTiming), Pipeline: cfg.ReplicationPipeline, MaxGroups: cfg.MaxGroups,
 			Registerer: n.metrics.Registry, Logger: n.log.With("subsystem", "replication"),
 		})
 		if err != nil {
