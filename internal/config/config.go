@@ -98,6 +98,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `name:"shutdown-timeout" yaml:"shutdown-timeout" default:"30s" help:"Bound on the whole stop after SIGTERM, drain included: past it the process exits with what is not yet closed. Keep it below the service manager's stop timeout."`
 
 	ReplicationTiming   string        `name:"replication-timing" yaml:"replication-timing" default:"lan" enum:"lan,wan" help:"Raft timing of replicated placement groups (sequenced topics with replicas 3 or 5): lan (replicas in one region; a dead home is replaced in about 0.3 s) or wan (replicas across regions; a few seconds)."`
+	GroupRecentBytes    int64         `name:"group-recent-bytes" yaml:"group-recent-bytes" default:"1048576" help:"Memory per placement group for its newest records, decoded, so that live feeds and reads near the log's end are answered without reading the segment files; only groups being written fill it. 0 keeps none (every read goes to the log). At most 1 GiB."`
 	ReplicationPipeline int           `name:"replication-pipeline" yaml:"replication-pipeline" default:"4" help:"AppendEntries a replicated placement group's leader keeps in flight to each follower, 1 to 64: more hide a longer round trip (replicas across regions) at the cost of resending more after a refused append. 1 sends one at a time."`
 	MaxGroups           int           `name:"max-groups" yaml:"max-groups" default:"256" help:"Placement groups this node may replicate (its group budget): a node at its budget is not chosen as a new group's home or replica, and opens no more. Each replicated group costs heartbeats and memory whether it is used or not (docs/design/replication.md)."`
 	RetentionMessages   int64         `name:"retention-messages" yaml:"retention-messages" default:"100000" help:"History kept per sequenced topic whose policy rule sets no retention: at least this many messages (0: no count bound). Applies to groups created afterwards."`
@@ -215,6 +216,9 @@ func (c *Config) Validate() error {
 		bad("durations", "must not be negative")
 	}
 	oneOf("replication-timing", c.ReplicationTiming, "lan", "wan")
+	if c.GroupRecentBytes < 0 || c.GroupRecentBytes > 1<<30 {
+		bad("group-recent-bytes", "must be 0 to 1073741824")
+	}
 	if c.ReplicationPipeline < 1 || c.ReplicationPipeline > 64 {
 		bad("replication-pipeline", "must be 1 to 64")
 	}

@@ -174,3 +174,21 @@ func TestReplicationPipelineKey(t *testing.T) {
 		t.Fatalf("replication-pipeline 64: %d, %v", c.ReplicationPipeline, err)
 	}
 }
+
+func TestGroupRecentBytesKey(t *testing.T) {
+	if c := Default(); c.GroupRecentBytes != 1<<20 {
+		t.Fatalf("default group-recent-bytes %d, want 1 MiB (the sequencer's own default)", c.GroupRecentBytes)
+	}
+	for _, n := range []int64{-1, 1<<30 + 1} {
+		c := Default()
+		c.GroupRecentBytes = n
+		if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "group-recent-bytes") {
+			t.Errorf("group-recent-bytes %d: %v", n, err)
+		}
+	}
+	c := Default()
+	c.GroupRecentBytes = 0
+	if err := c.Validate(); err != nil {
+		t.Fatalf("group-recent-bytes 0 (keep none): %v", err)
+	}
+}

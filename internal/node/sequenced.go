@@ -65,7 +65,7 @@ func (n *Node) startGroups(cp *clusterParts, ln net.Listener, peerTLS *tls.Confi
 	set, err := replicas.New(replicas.Config{
 		NodeID: cfg.NodeID, Addr: cfg.ClusterAddr, Meta: cp.meta, Engine: cp.engine, Dir: dir,
 		Sync: cfg.Fsync == "always", RetentionInterval: cfg.RetentionInterval, MaxGroups: cfg.MaxGroups,
-		SegmentBytes: n.opts.GroupSegmentBytes, Clock: n.clock, Registerer: n.metrics.Registry,
+		SegmentBytes: n.opts.GroupSegmentBytes, RecentBytes: recentBytes(cfg.GroupRecentBytes), Clock: n.clock, Registerer: n.metrics.Registry,
 		Log: n.log.With("subsystem", "groups"),
 	})
 	if err != nil {
@@ -218,4 +218,13 @@ func (n *Node) History() *delivery.History {
 		return nil
 	}
 	return n.cluster.feeds.History()
+}
+
+// recentBytes maps --group-recent-bytes onto the sequencer's option, where
+// 0 means its default and a negative value none.
+func recentBytes(n int64) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
 }

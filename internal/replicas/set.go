@@ -89,6 +89,9 @@ type Config struct {
 	// SegmentBytes is the size of topic-log segments (0: the topic log's
 	// default, 16 MiB). Retention deletes whole sealed segments.
 	SegmentBytes int64
+	// RecentBytes bounds each group's newest records kept in memory
+	// (sequencer.Options.RecentBytes: 0 its default, negative none).
+	RecentBytes int
 	// MaxGroups bounds the replicas open on this node, with one voter or
 	// several (0: no bound here; the engine has its own for Raft groups).
 	MaxGroups  int
@@ -500,7 +503,7 @@ func (s *Set) open(ctx context.Context, st fsm.State, g fsm.Group) (*Replica, er
 	if !single && s.cfg.Engine == nil {
 		return nil, fmt.Errorf("replicas: group %s has %d voters and this node runs no replication engine", g.ID, len(g.Voters))
 	}
-	opts := sequencer.Options{Log: topiclog.Options{
+	opts := sequencer.Options{RecentBytes: s.cfg.RecentBytes, Log: topiclog.Options{
 		SegmentBytes: s.cfg.SegmentBytes, SegmentAge: segmentAge(g.Retention), Sync: topiclog.SyncNone,
 		Logger: s.log.With("group", g.ID),
 	}}
