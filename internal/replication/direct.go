@@ -27,9 +27,11 @@ const directBlock = 4096
 // page cache only adds a copy of each batch into freshly allocated cache
 // pages, which the fsync then writes out. With direct I/O the batch is
 // written from the log's own buffer and the fsync only flushes the device
-// and the file's metadata. Sealed segments are read through the page cache
-// as before (OpenReader). On a file system that refuses O_DIRECT (tmpfs on
-// older kernels) the file is opened as raft-wal opens it.
+// and the file's metadata. Reads, of sealed segments and of the one being
+// written, go through the page cache as before: raft-wal reads a segment
+// frame header by frame header when it recovers the tail, which direct reads
+// would make one device read each. On a file system that refuses O_DIRECT
+// (tmpfs on older kernels) the file is opened as raft-wal opens it.
 type directFS struct{ base *walfs.FS }
 
 var _ types.VFS = directFS{}
@@ -59,19 +61,25 @@ func (d directFS) Create(dir, name string, size uint64) (types.WritableFile, err
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
+	r, err := os.Open(path)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
 	if size > 0 {
 		if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
 			// Best effort, as raft-wal's own: a file system without
 			// fallocate gets a sparse file of that size.
 			if err := f.Truncate(int64(size)); err != nil {
 				_ = f.Close()
+				_ = r.Close()
 				return nil, err
 			}
 		}
 	}
 	// New: its directory entry is synced with the first Sync, and every
 	// byte not written yet is known to read as zero.
-	return &directFile{f: f, dir: dir, syncDir: true, zeroFrom: 0, tailAt: -1}, nil
+	return &directFile{f: f, r: r, dir: dir, syncDir: true, zeroFrom: 0, tailAt: -1}, nil
 }
 
 // OpenWriter opens an existing segment (the tail, after a restart) for
@@ -86,14 +94,21 @@ func (d directFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return &directFile{f: os.NewFile(uintptr(fd), path), dir: dir, zeroFrom: math.MaxInt64, tailAt: -1}, nil
+	f := os.NewFile(uintptr(fd), path)
+	r, err := os.Open(path)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &directFile{f: f, r: r, dir: dir, zeroFrom: math.MaxInt64, tailAt: -1}, nil
 }
 
 // directFile is a segment open for direct I/O. Writes are read-modify-write
 // of whole blocks: the block holding the end of the last write is kept
 // (tail), so that appends, raft-wal's only writes, never read the disk.
 type directFile struct {
-	f   *os.File
+	f   *os.File // O_DIRECT, for writes
+	r   *os.File // through the page cache, for reads (a direct write drops the cached pages it covers)
 	dir string
 
 	mu       sync.Mutex
@@ -179,30 +194,8 @@ func (d *directFile) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// ReadAt reads through an aligned buffer of whole blocks.
-func (d *directFile) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("replication: read at %d", off)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	start := off &^ (directBlock - 1)
-	aend := (off + int64(len(p)) + directBlock - 1) &^ (directBlock - 1)
-	b := alignedBuf(int(aend - start))
-	n, err := d.f.ReadAt(b, start)
-	got := 0
-	if skip := int(off - start); n > skip {
-		got = copy(p, b[skip:n])
-	}
-	if got < len(p) {
-		if err == nil {
-			err = io.EOF
-		}
-		return got, err
-	}
-	return got, nil
-}
+// ReadAt reads through the page cache.
+func (d *directFile) ReadAt(p []byte, off int64) (int, error) { return d.r.ReadAt(p, off) }
 
 // Sync makes the written blocks and the file's size durable (the data
 // went to the device with each write).
@@ -232,4 +225,10 @@ func (d *directFile) Sync() error {
 	return err
 }
 
-func (d *directFile) Close() error { return d.f.Close() }
+func (d *directFile) Close() error {
+	err := d.f.Close()
+	if rerr := d.r.Close(); err == nil {
+		err = rerr
+	}
+	return err
+}
