@@ -59,7 +59,6 @@ func FuzzDecodeLinearRead(f *testing.F) {
 		if req, err := decodeLinearReadRequest(b); err == nil && (req.Limit < 0 || req.Limit > adminapi.MaxLogLimit) {
 			t.Fatalf("request %q accepted with limit %d", b, req.Limit)
 		}
-		_, _ = decodeMetaApplied(b)
 		if resp, err := decodeLinearReadResponse(b); err == nil {
 			switch resp.Status {
 			case linearOK, linearNoReplica, linearNotLeader, linearFailed:

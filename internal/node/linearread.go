@@ -334,17 +334,6 @@ type metaAppliedResponse struct {
 	Applied uint64 `json:"applied"`
 }
 
-func decodeMetaApplied(b []byte) (metaAppliedResponse, error) {
-	var resp metaAppliedResponse
-	if len(b) > 1<<10 {
-		return resp, fmt.Errorf("node: meta applied answer of %d bytes", len(b))
-	}
-	if err := json.Unmarshal(b, &resp); err != nil {
-		return resp, fmt.Errorf("node: meta applied answer: %w", err)
-	}
-	return resp, nil
-}
-
 // serveMetaApplied answers methodMetaApplied.
 func (n *Node) serveMetaApplied(context.Context, string, []byte) ([]byte, error) {
 	m := n.cluster.meta
