@@ -22,7 +22,7 @@ func TestCursorStoredWithFirstRecord(t *testing.T) {
 	n := brokertest.Start(t, brokertest.Config(t))
 	s, _ := rawConnect(t, n, connect5("s", true, 3600))
 	s.Subscribe(1, sub("g/#", 1))
-	n.Broker().DeliverSequenced(&message.Message{Topic: "g/a", Payload: []byte("first"), QoS: 1}, "grp", 7)
+	n.Broker().DeliverSequenced("grp", []*message.Message{{Topic: "g/a", Payload: []byte("first"), QoS: 1}}, []uint64{7})
 	s.ExpectPublish("g/a", "first")
 	brokertest.Eventually(t, 5*time.Second, func() bool {
 		var cursors []store.CursorRecord
@@ -66,7 +66,7 @@ func TestCursorStoredWithEachDelivery(t *testing.T) {
 	s, _ := rawConnect(t, n, connect5("s", true, 3600))
 	s.Subscribe(1, sub("g/#", 1))
 	for seq := uint64(1); seq <= 10; seq++ {
-		n.Broker().DeliverSequenced(&message.Message{Topic: "g/a", Payload: fmt.Appendf(nil, "m%d", seq), QoS: 1}, "grp", seq)
+		n.Broker().DeliverSequenced("grp", []*message.Message{{Topic: "g/a", Payload: fmt.Appendf(nil, "m%d", seq), QoS: 1}}, []uint64{seq})
 		p := s.ExpectPublish("g/a", fmt.Sprintf("m%d", seq))
 		if seq <= 5 {
 			s.Send(&packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID})
@@ -90,9 +90,59 @@ func TestCursorStoredWithEachDelivery(t *testing.T) {
 	q0.Subscribe(1, sub("z/#", 0))
 	const last = 600
 	for seq := uint64(1); seq <= last; seq++ {
-		n.Broker().DeliverSequenced(&message.Message{Topic: "z/a", Payload: fmt.Appendf(nil, "z%d", seq)}, "zgrp", seq)
+		n.Broker().DeliverSequenced("zgrp", []*message.Message{{Topic: "z/a", Payload: fmt.Appendf(nil, "z%d", seq)}}, []uint64{seq})
 		q0.ExpectPublish("z/a", fmt.Sprintf("z%d", seq))
 	}
 	brokertest.Eventually(t, 5*time.Second, func() bool { return storedCursor(n, "q0", "zgrp") > last-256 },
 		"the stored cursor of a QoS 0 session is within 256 positions of the last record taken")
+}
+
+// TestDeliverSequencedRun: records delivered as one run (one walk of the
+// subscription index per run of a topic and publisher) reach every
+// matching subscriber in order, not the publisher's own No Local
+// subscription, and a shared group's members in turn, record by record as
+// when each record came alone.
+func TestDeliverSequencedRun(t *testing.T) {
+	n := brokertest.Start(t, brokertest.Config(t))
+	all, _ := rawConnect(t, n, connect5("all", true, 0))
+	all.Subscribe(1, sub("g/#", 0))
+	self, _ := rawConnect(t, n, connect5("p", true, 0))
+	self.Subscribe(1, packet.Subscription{Filter: "g/#", NoLocal: true})
+	members := make([]*brokertest.Raw, 2)
+	for i := range members {
+		members[i], _ = rawConnect(t, n, connect5(fmt.Sprintf("m%d", i), true, 0))
+		members[i].Subscribe(1, sub("$share/w/g/#", 0))
+	}
+	var ms []*message.Message
+	var seqs []uint64
+	for i := range 8 {
+		name := "g/a"
+		if i >= 6 {
+			name = "g/b"
+		}
+		ms = append(ms, &message.Message{Topic: name, Payload: fmt.Appendf(nil, "r%d", i), Publisher: "p"})
+		seqs = append(seqs, uint64(10+i))
+	}
+	n.Broker().DeliverSequenced("grp", ms, seqs)
+	for _, m := range ms {
+		all.ExpectPublish(m.Topic, string(m.Payload))
+	}
+	got := map[string]int{}
+	for i, m := range members {
+		for range 4 {
+			p := m.Recv().(*packet.Publish)
+			got[string(p.Payload)]++
+		}
+		if extra := m.Ping(); len(extra) > 0 {
+			t.Fatalf("member %d got more than its turn: %s", i, packet.Describe(extra[0]))
+		}
+	}
+	for _, m := range ms {
+		if got[string(m.Payload)] != 1 {
+			t.Fatalf("shared group: record %s delivered %d times, want once (all: %v)", m.Payload, got[string(m.Payload)], got)
+		}
+	}
+	if extra := self.Ping(); len(extra) > 0 {
+		t.Fatalf("the publisher's No Local subscription got %s", packet.Describe(extra[0]))
+	}
 }

@@ -153,9 +153,22 @@ var everyGroup = scope{direct: true, allGroups: true}
 // folded, MQTT 5 3.3.4) and one member of each matching shared group, as
 // sc allows. from's own No Local subscriptions do not match.
 func (b *Broker) route(m *message.Message, from *session.Session, sc scope, f *fanout) {
+	b.match(m.Topic, from, f)
+	b.recipients(m, sc, f)
+}
+
+// match finds the local subscriptions matching name into f.ms (from's own
+// No Local subscriptions excepted). Each call advances the round-robin
+// cursor of every matching shared group.
+func (b *Broker) match(name string, from *session.Session, f *fanout) {
 	b.subs.RLock()
-	b.subs.ix.Match(m.Topic, from, &f.ms)
+	b.subs.ix.Match(name, from, &f.ms)
 	b.subs.RUnlock()
+}
+
+// recipients appends to f.rs the deliveries of m that f.ms, m's match,
+// calls for, as sc allows.
+func (b *Broker) recipients(m *message.Message, sc scope, f *fanout) {
 	if sc.direct {
 		for i := range f.ms.Direct {
 			d := &f.ms.Direct[i]

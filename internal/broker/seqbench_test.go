@@ -104,7 +104,7 @@ func benchSequencedPersistent(b *testing.B, fsync string, qos byte, window int) 
 	b.ResetTimer()
 	for i := 1; i <= b.N; i++ {
 		slots <- struct{}{}
-		br.DeliverSequenced(&message.Message{Topic: "g/a", Payload: payload, QoS: qos}, "grp", uint64(i))
+		br.DeliverSequenced("grp", []*message.Message{{Topic: "g/a", Payload: payload, QoS: qos}}, []uint64{uint64(i)})
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)

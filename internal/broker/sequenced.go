@@ -61,26 +61,42 @@ func (b *Broker) publishSequenced(from *session.Session, m *message.Message, don
 	return true
 }
 
-// DeliverSequenced delivers the record at position seq of group's log, in
-// the group's order, to the local subscribers matching its topic (the
-// delivery layer calls it for every record its feeds bring, on every node
-// with interest). Each session takes it through its cursor on the group
-// (session/cursor.go): at most once, in order, and not while a replay of
-// the group for that session catches up. It never forwards: every node
-// receives the group's records from its own feed.
-func (b *Broker) DeliverSequenced(m *message.Message, group string, seq uint64) {
-	if o := b.observer; o != nil {
-		o.Delivered(m.Topic)
-	}
-	var ps session.Persist
+// DeliverSequenced delivers records of group's log, in the group's order
+// (ms[i] is the record at position seqs[i]), to the local subscribers
+// matching their topics (the delivery layer calls it for the records its
+// feeds bring, on every node with interest). Each session takes each
+// record through its cursor on the group (session/cursor.go): at most
+// once, in order, and not while a replay of the group for that session
+// catches up. It never forwards: every node receives the group's records
+// from its own feed.
+//
+// A run of records with the same topic and publisher shares one walk of
+// the subscription index, unless a shared group matched (its round robin
+// moves with every record).
+func (b *Broker) DeliverSequenced(group string, ms []*message.Message, seqs []uint64) {
 	f := b.fanouts.Get().(*fanout)
-	b.route(m, b.session(m.Publisher), everyGroup, f)
-	for i := range f.rs {
-		f.rs[i].dl.Group, f.rs[i].dl.Seq = group, seq
+	defer b.putFanout(f)
+	var from *session.Session
+	for i, m := range ms {
+		if o := b.observer; o != nil {
+			o.Delivered(m.Topic)
+		}
+		if i == 0 || m.Publisher != ms[i-1].Publisher {
+			from = b.session(m.Publisher)
+		}
+		if i == 0 || m.Topic != ms[i-1].Topic || m.Publisher != ms[i-1].Publisher || len(f.ms.Shared) > 0 {
+			b.match(m.Topic, from, f)
+		}
+		b.recipients(m, everyGroup, f)
+		for r := range f.rs {
+			f.rs[r].dl.Group, f.rs[r].dl.Seq = group, seqs[i]
+		}
+		var ps session.Persist
+		b.fanOut(f.rs, &ps)
+		b.commitPersist(&ps)
+		clear(f.rs)
+		f.rs = f.rs[:0]
 	}
-	b.fanOut(f.rs, &ps)
-	b.putFanout(f)
-	b.commitPersist(&ps)
 }
 
 // session returns the local session of client id, if any (nil for "").

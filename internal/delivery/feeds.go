@@ -43,9 +43,10 @@ type Peers interface {
 // Broker delivers a group's records to local sessions
 // (*broker.Broker).
 type Broker interface {
-	// DeliverSequenced delivers a record to every local subscriber (each
-	// session takes it through its cursor on the group).
-	DeliverSequenced(m *message.Message, group string, seq uint64)
+	// DeliverSequenced delivers records of a group, in its order (ms[i]
+	// at position seqs[i]), to every local subscriber (each session takes
+	// them through its cursor on the group).
+	DeliverSequenced(group string, ms []*message.Message, seqs []uint64)
 	// ReplayTo delivers a replayed record to one session, through the
 	// subscriptions pick chooses; false once the session is gone.
 	ReplayTo(ctx context.Context, s *session.Session, m *message.Message, group string, seq uint64, pick func(matching []string) []string) bool
@@ -361,15 +362,21 @@ func ask[Req, Resp any](ctx context.Context, f *Feeds, node string, method byte,
 // deliver hands records to the broker, in order, each with its index as
 // the sx-index user property.
 func (f *Feeds) deliver(group string, recs []record) {
+	ms := make([]*message.Message, 0, len(recs))
+	seqs := make([]uint64, 0, len(recs))
+	var prev *message.Message
 	for i := range recs {
-		m, err := message.Decode(recs[i].Message)
+		m, err := message.DecodeAfter(recs[i].Message, prev, 1)
 		if err != nil {
 			f.metrics.corrupt.Inc()
 			f.log.Error("delivery: a record's message does not decode", "group", group, "seq", recs[i].Seq, "err", err)
 			continue
 		}
 		m.User = append(m.User, message.UserProperty{Key: IndexProperty, Value: strconv.FormatUint(recs[i].Index, 10)})
-		f.cfg.Broker.DeliverSequenced(m, group, recs[i].Seq)
+		ms, seqs, prev = append(ms, m), append(seqs, recs[i].Seq), m
+	}
+	if len(ms) > 0 {
+		f.cfg.Broker.DeliverSequenced(group, ms, seqs)
 	}
 	f.metrics.delivered.Add(float64(len(recs)))
 }

@@ -65,7 +65,17 @@ func unixNano(t time.Time) int64 {
 }
 
 // Decode decodes a message encoded by Append. The result does not alias b.
-func Decode(b []byte) (*Message, error) {
+func Decode(b []byte) (*Message, error) { return decode(b, nil, 0) }
+
+// DecodeAfter decodes a message of a run (the records of one placement
+// group, say): a string field equal to prev's is prev's string, not a new
+// one, since such runs mostly share their topic, publisher and origin and
+// each string would be an allocation per message. Its user properties have
+// room for spare more, so a caller that adds its own does not grow them.
+// prev may be nil. The result does not alias b.
+func DecodeAfter(b []byte, prev *Message, spare int) (*Message, error) { return decode(b, prev, spare) }
+
+func decode(b []byte, prev *Message, spare int) (*Message, error) {
 	if len(b) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
@@ -76,6 +86,10 @@ func Decode(b []byte) (*Message, error) {
 	if qos > 2 || pf > 1 || flags&^(flagRetain|flagExpiry) != 0 {
 		return nil, fmt.Errorf("%w: bad header", ErrCorrupt)
 	}
+	var was Message // prev's strings, if there is a prev
+	if prev != nil {
+		was = *prev
+	}
 	d := wire.NewDecoder(b[4:])
 	m := &Message{QoS: qos, PayloadFormat: pf, Retain: flags&flagRetain != 0}
 	if c := d.Varint(); c != 0 {
@@ -85,15 +99,15 @@ func Decode(b []byte) (*Message, error) {
 		m.Expiry = time.Unix(0, d.Varint())
 	}
 	m.Stamp = d.Uvarint()
-	m.Topic = d.Str()
+	m.Topic = strLike(&d, was.Topic)
 	m.Payload = d.BytesCopy()
-	m.ContentType = d.Str()
-	m.ResponseTopic = d.Str()
+	m.ContentType = strLike(&d, was.ContentType)
+	m.ResponseTopic = strLike(&d, was.ResponseTopic)
 	m.CorrelationData = d.BytesCopy()
-	m.Publisher = d.Str()
-	m.Origin = d.Str()
-	if n := d.Count(2); n > 0 { // each property takes at least two bytes
-		m.User = make([]UserProperty, 0, n)
+	m.Publisher = strLike(&d, was.Publisher)
+	m.Origin = strLike(&d, was.Origin)
+	if n := d.Count(2); n+spare > 0 { // each property takes at least two bytes
+		m.User = make([]UserProperty, 0, n+spare)
 		for i := 0; i < n && !d.Failed(); i++ {
 			m.User = append(m.User, UserProperty{Key: d.Str(), Value: d.Str()})
 		}
@@ -102,4 +116,13 @@ func Decode(b []byte) (*Message, error) {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return m, nil
+}
+
+// strLike reads a length-prefixed string: like itself when the bytes equal
+// it (comparing allocates nothing), else a new string.
+func strLike(d *wire.Decoder, like string) string {
+	if b := d.Bytes(); string(b) != like {
+		return string(b)
+	}
+	return like
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func sample() *Message {
@@ -61,13 +62,62 @@ func TestExpiryInterval(t *testing.T) {
 	}
 }
 
+// TestDecodeAfterSharesEqualStrings: a message of a run decodes to the
+// message Decode gives, with each string field that equals the previous
+// message's being that very string (no allocation), the others new, and
+// room for the caller's own user properties.
+func TestDecodeAfterSharesEqualStrings(t *testing.T) {
+	first := sample()
+	prev, err := Decode(Append(nil, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := sample()
+	next.Topic, next.Payload = "sensors/b/temp", []byte("19")
+	got, err := DecodeAfter(Append(nil, next), prev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Decode(Append(nil, next))
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeAfter:\n got %+v\nwant %+v", got, want)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for name, f := range map[string][2]string{
+		"content type": {got.ContentType, prev.ContentType}, "response topic": {got.ResponseTopic, prev.ResponseTopic},
+		"publisher": {got.Publisher, prev.Publisher}, "origin": {got.Origin, prev.Origin},
+	} {
+		if !same(f[0], f[1]) {
+			t.Errorf("%s %q: a new string, want the previous message's", name, f[0])
+		}
+	}
+	if same(got.Topic, prev.Topic) || got.Topic != "sensors/b/temp" {
+		t.Errorf("topic %q shares the previous message's %q", got.Topic, prev.Topic)
+	}
+	if cap(got.User) != len(got.User)+1 {
+		t.Errorf("user properties: len %d cap %d, want room for one more", len(got.User), cap(got.User))
+	}
+	if m, _ := DecodeAfter(Append(nil, &Message{Topic: "t"}), nil, 1); m == nil || m.User == nil || cap(m.User) != 1 {
+		t.Errorf("no properties, one spare: %+v", m)
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, sample()))
 	f.Add(Append(nil, &Message{Topic: "a"}))
+	prev := sample()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
+		after, errAfter := DecodeAfter(b, prev, 1)
+		if (err == nil) != (errAfter == nil) {
+			t.Fatalf("Decode: %v, DecodeAfter: %v", err, errAfter)
+		}
 		if err != nil {
 			return
+		}
+		// A run's decoding is the same message (less the spare room).
+		if !bytes.Equal(Append(nil, after), Append(nil, m)) {
+			t.Fatal("DecodeAfter decoded another message than Decode")
 		}
 		// Whatever decodes must re-encode to bytes that decode to the same message.
 		again, err := Decode(Append(nil, m))
