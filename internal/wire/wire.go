@@ -49,8 +49,9 @@ type Decoder struct {
 // NewDecoder reads b (which results may alias: see Bytes).
 func NewDecoder(b []byte) Decoder { return Decoder{b: b} }
 
-// Fail marks the input invalid (a caller's own check failed).
-func (d *Decoder) Fail() { d.failed = true }
+// Fail marks the input invalid (a caller's own check failed); nothing more
+// is read from it.
+func (d *Decoder) Fail() { d.failed, d.b = true, nil }
 
 // Failed reports whether a read or a check failed.
 func (d *Decoder) Failed() bool { return d.failed }
@@ -61,7 +62,7 @@ func (d *Decoder) Len() int { return len(d.b) }
 // Byte reads one byte.
 func (d *Decoder) Byte() byte {
 	if d.failed || len(d.b) == 0 {
-		d.failed = true
+		d.Fail()
 		return 0
 	}
 	c := d.b[0]
@@ -71,12 +72,23 @@ func (d *Decoder) Byte() byte {
 
 // Uvarint reads an unsigned varint.
 func (d *Decoder) Uvarint() uint64 {
+	// Most lengths, counts and ids fit one byte: read those without the
+	// general loop. A failed decoder has no input left, so this never
+	// reads past a failure.
+	if b := d.b; len(b) > 0 && b[0] < 0x80 {
+		d.b = b[1:]
+		return uint64(b[0])
+	}
+	return d.uvarint()
+}
+
+func (d *Decoder) uvarint() uint64 {
 	if d.failed {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
-		d.failed = true
+		d.Fail()
 		return 0
 	}
 	d.b = d.b[n:]
@@ -90,7 +102,7 @@ func (d *Decoder) Varint() int64 {
 	}
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
-		d.failed = true
+		d.Fail()
 		return 0
 	}
 	d.b = d.b[n:]
@@ -101,7 +113,7 @@ func (d *Decoder) Varint() int64 {
 func (d *Decoder) Uint32() uint32 {
 	v := d.Uvarint()
 	if v > 0xFFFFFFFF {
-		d.failed = true
+		d.Fail()
 		return 0
 	}
 	return uint32(v)
@@ -112,7 +124,7 @@ func (d *Decoder) Uint32() uint32 {
 func (d *Decoder) Count(each int) int {
 	n := d.Uvarint()
 	if d.failed || n > uint64(len(d.b)/max(each, 1)) {
-		d.failed = true
+		d.Fail()
 		return 0
 	}
 	return int(n)
@@ -122,7 +134,7 @@ func (d *Decoder) Count(each int) int {
 func (d *Decoder) Bytes() []byte {
 	n := d.Uvarint()
 	if d.failed || n > uint64(len(d.b)) {
-		d.failed = true
+		d.Fail()
 		return nil
 	}
 	out := d.b[:n:n]
