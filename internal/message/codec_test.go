@@ -129,3 +129,40 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeRun decodes a run of 600 records of one topic, publisher
+// and origin, as a feed's batch brings them: alone (Decode) or each after
+// the one before (DecodeAfter, which shares the equal strings).
+func BenchmarkDecodeRun(b *testing.B) {
+	recs := make([][]byte, 600)
+	for i := range recs {
+		recs[i] = Append(nil, &Message{Topic: "sxbench/r3/t", Payload: make([]byte, 64), QoS: 1,
+			Publisher: "bench-pub-0", Origin: "n1", Created: time.Unix(1700000000, int64(i))})
+	}
+	for _, after := range []bool{false, true} {
+		name := "alone"
+		if after {
+			name = "after"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				var prev *Message
+				for _, r := range recs {
+					var m *Message
+					var err error
+					if after {
+						m, err = DecodeAfter(r, prev, 1)
+					} else {
+						m, err = Decode(r)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					prev = m
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+		})
+	}
+}
