@@ -81,10 +81,11 @@ func (b *Broker) DeliverSequenced(group string, ms []*message.Message, seqs []ui
 		if o := b.observer; o != nil {
 			o.Delivered(m.Topic)
 		}
-		if i == 0 || m.Publisher != ms[i-1].Publisher {
+		samePublisher := i > 0 && m.Publisher == ms[i-1].Publisher
+		if !samePublisher {
 			from = b.session(m.Publisher)
 		}
-		if i == 0 || m.Topic != ms[i-1].Topic || m.Publisher != ms[i-1].Publisher || len(f.ms.Shared) > 0 {
+		if !samePublisher || m.Topic != ms[i-1].Topic || len(f.ms.Shared) > 0 {
 			b.match(m.Topic, from, f)
 		}
 		b.recipients(m, everyGroup, f)

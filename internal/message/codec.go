@@ -86,9 +86,9 @@ func decode(b []byte, prev *Message, spare int) (*Message, error) {
 	if qos > 2 || pf > 1 || flags&^(flagRetain|flagExpiry) != 0 {
 		return nil, fmt.Errorf("%w: bad header", ErrCorrupt)
 	}
-	var was Message // prev's strings, if there is a prev
-	if prev != nil {
-		was = *prev
+	was := prev // whose strings equal ones are shared
+	if was == nil {
+		was = &noMessage
 	}
 	d := wire.NewDecoder(b[4:])
 	m := &Message{QoS: qos, PayloadFormat: pf, Retain: flags&flagRetain != 0}
@@ -117,6 +117,10 @@ func decode(b []byte, prev *Message, spare int) (*Message, error) {
 	}
 	return m, nil
 }
+
+// noMessage is the previous message of one decoded alone: its strings are
+// all empty, so nothing is shared. Read only.
+var noMessage Message
 
 // strLike reads a length-prefixed string: like itself when the bytes equal
 // it (comparing allocates nothing), else a new string.
