@@ -10,11 +10,12 @@
 // An Engine per node owns every replicated group on the node: their Raft
 // instances, their storage (DataDir/<group>/wal: raft-wal log and stable
 // store, its segment being written opened for direct I/O: direct.go;
-// DataDir/<group>/snapshots), one accept loop on the node's cluster
-// address, the group budget (Config.MaxGroups) and the metrics. OpenGroup
-// opens a group's replica; a new group starts with Bootstrap on each of its
-// initial voters, and grows with AddLearner, Promote and Remove on its
-// leader.
+// DataDir/<group>/snapshots; the leader's appends written behind, so its
+// fsync runs while the followers write theirs: behind.go), one accept loop
+// on the node's cluster address, the group budget (Config.MaxGroups) and the
+// metrics. OpenGroup opens a group's replica; a new group starts with
+// Bootstrap on each of its initial voters, and grows with AddLearner,
+// Promote and Remove on its leader.
 //
 // # Transport
 //

@@ -122,7 +122,8 @@ type machine[R any] struct {
 	// immutable
 	fsm     FSM[R]
 	metrics *metrics
-	onFail  func(error) // called once, on the FSM goroutine; must not block
+	onFail  func(error)              // called once, on the FSM goroutine; must not block
+	durable func(index uint64) error // waits until the local log holds every entry up to index on disk
 
 	applied atomic.Uint64 // the last entry the FSM accepted (or held at start, or restored)
 	failed  atomic.Bool
@@ -137,8 +138,8 @@ var (
 	_ raft.FSMSnapshot = (*snapshot)(nil)
 )
 
-func newMachine[R any](fsm FSM[R], m *metrics, onFail func(error)) *machine[R] {
-	mc := &machine[R]{fsm: fsm, metrics: m, onFail: onFail}
+func newMachine[R any](fsm FSM[R], m *metrics, onFail func(error), durable func(uint64) error) *machine[R] {
+	mc := &machine[R]{fsm: fsm, metrics: m, onFail: onFail, durable: durable}
 	mc.applied.Store(fsm.Applied())
 	return mc
 }
@@ -175,8 +176,14 @@ func (m *machine[R]) ApplyBatch(logs []*raft.Log) []any {
 	if len(m.entries) == 0 {
 		return out
 	}
-	res, err := m.fsm.Apply(m.entries)
 	lastIndex := m.entries[len(m.entries)-1].Index
+	// A leader counts itself in a commit before its own disk holds the
+	// entry (behind.go): apply, and so acknowledge, only once it does.
+	err := m.durable(lastIndex)
+	var res []R
+	if err == nil {
+		res, err = m.fsm.Apply(m.entries)
+	}
 	if err == nil && len(res) != len(m.entries) {
 		err = fmt.Errorf("state machine returned %d results for %d entries", len(res), len(m.entries))
 	}

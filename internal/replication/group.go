@@ -35,6 +35,7 @@ type Group[R any] struct {
 	layer    *layer
 	trans    *raft.NetworkTransport
 	machine  *machine[R]
+	behind   *behindLog
 	queue    chan *Pending[R] // Submit -> dispatcher
 	inflight chan inflight[R] // dispatcher -> completer
 	leaderCh chan Leader      // cap 1: the newest unread leader
@@ -131,7 +132,6 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		Logger:          logging.Hclog(log, "raft-net", e.repeats),
 	})
 	closers = append(closers, trans.Close)
-	gt := &groupTransport{NetworkTransport: trans, layer: ly, metrics: e.metrics, depth: cfg.Pipeline, timeout: transportTimeout}
 
 	g = &Group[R]{
 		id: id, e: e, log: log, wal: w, layer: ly, trans: trans,
@@ -142,16 +142,25 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		stopProp: make(chan struct{}),
 		stopObs:  make(chan struct{}),
 	}
-	g.machine = newMachine(fsm, e.metrics, g.onFail)
 	rc := raftConfig(cfg, logging.Hclog(log, "raft", e.repeats))
 	rc.NoSnapshotRestoreOnStart = !restore
-	// The leader reads back what it just appended to send it to the
-	// followers; the cache answers those reads without a system call each.
 	var store raft.LogStore = timedLog{WAL: w, metrics: e.metrics}
 	if e.wrapLog != nil {
 		store = e.wrapLog(id, store)
 	}
-	logs, err := raft.NewLogCache(2*cfg.MaxBatch, store)
+	// The leader's own appends are written behind (behind.go): its write
+	// and fsync run while the followers write theirs.
+	behind, err := newBehindLog(store, g.behindFailed)
+	if err != nil {
+		return nil, fmt.Errorf("replication: group %s: %w", id, err)
+	}
+	closers = append(closers, behind.Close)
+	g.behind = behind
+	g.machine = newMachine(fsm, e.metrics, g.onFail, behind.waitDurable)
+	gt := &groupTransport{NetworkTransport: trans, layer: ly, metrics: e.metrics, depth: cfg.Pipeline, timeout: transportTimeout, clamp: behind.clamp}
+	// The leader reads back what it just appended to send it to the
+	// followers; the cache answers those reads without a system call each.
+	logs, err := raft.NewLogCache(2*cfg.MaxBatch, behind)
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: log cache: %w", id, err)
 	}
@@ -160,6 +169,7 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		return nil, fmt.Errorf("replication: group %s: start raft: %w", id, err)
 	}
 	g.raft = r
+	behind.setLeading(func() bool { return r.State() == raft.Leader })
 	r.RegisterObserver(raft.NewObserver(g.obsCh, true, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState:
@@ -379,6 +389,11 @@ func (g *Group[R]) onFail(err error) {
 	g.e.spawn(func() { _ = g.Close() })
 }
 
+// behindFailed runs when the leader's write behind failed: the entries
+// Raft counts as stored may not be, so the group stops as when its state
+// machine fails (the state machine's wait for them fails too).
+func (g *Group[R]) behindFailed(err error) { g.onFail(err) }
+
 // watch turns Raft's leadership observations into Leadership
 // notifications, metrics and log lines.
 func (g *Group[R]) watch() {
@@ -518,9 +533,10 @@ func (g *Group[R]) Close() error {
 	rerr := g.raft.Shutdown().Error()
 	close(g.stopObs)
 	g.obsWG.Wait()
+	berr := g.behind.Close()
 	werr := g.wal.Close()
 	g.e.release(g.id, g)
-	if err := errors.Join(rerr, werr); err != nil {
+	if err := errors.Join(rerr, berr, werr); err != nil {
 		return fmt.Errorf("replication: close group %s: %w", g.id, err)
 	}
 	return nil

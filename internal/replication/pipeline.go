@@ -27,8 +27,9 @@ type groupTransport struct {
 	// immutable
 	layer   *layer
 	metrics *metrics
-	depth   int           // AppendEntries in flight per follower (Config.Pipeline)
-	timeout time.Duration // bounds each write and each wait for an answer
+	depth   int                              // AppendEntries in flight per follower (Config.Pipeline)
+	timeout time.Duration                    // bounds each write and each wait for an answer
+	clamp   func(*raft.AppendEntriesRequest) // caps the commit index sent (behindLog.clamp); nil: none
 }
 
 // The library looks for these on its transport (pre-vote elections,
@@ -41,6 +42,9 @@ var (
 // AppendEntries sends one AppendEntries and waits for its answer (Raft's
 // replication when not pipelining, and its heartbeats).
 func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.clamp != nil {
+		t.clamp(args)
+	}
 	start := time.Now()
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil && len(args.Entries) > 0 {
@@ -60,7 +64,9 @@ func (t *groupTransport) AppendEntriesPipeline(_ raft.ServerID, target raft.Serv
 		return nil, err
 	}
 	t.metrics.pipelines[pipelineOpened].Inc()
-	return newPipeline(c, t.depth, t.timeout, t.metrics, t.layer.Done()), nil
+	p := newPipeline(c, t.depth, t.timeout, t.metrics, t.layer.Done())
+	p.clamp = t.clamp
+	return p, nil
 }
 
 // Wire format of a pipelined AppendEntries, the NetworkTransport's (its
@@ -102,13 +108,14 @@ type pipeline struct {
 	conn    net.Conn
 	timeout time.Duration
 	metrics *metrics
-	slots   chan struct{}          // one per request sent and not answered
-	sent    chan *appendFuture     // in send order, for the decoder
-	done    chan raft.AppendFuture // answered, for Raft's reader
-	failed  chan struct{}          // closed at the first failed or refused answer
-	stop    chan struct{}          // closed by Close
-	closed  <-chan struct{}        // the group's streams closed
-	wg      sync.WaitGroup         // the decoder
+	slots   chan struct{}                    // one per request sent and not answered
+	sent    chan *appendFuture               // in send order, for the decoder
+	done    chan raft.AppendFuture           // answered, for Raft's reader
+	failed  chan struct{}                    // closed at the first failed or refused answer
+	stop    chan struct{}                    // closed by Close
+	closed  <-chan struct{}                  // the group's streams closed
+	wg      sync.WaitGroup                   // the decoder
+	clamp   func(*raft.AppendEntriesRequest) // set before the first AppendEntries (groupTransport.clamp)
 
 	failOnce  sync.Once
 	closeOnce sync.Once
@@ -162,6 +169,9 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, raft.ErrPipelineShutdown
 	}
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, ch: make(chan struct{})}
+	if p.clamp != nil {
+		p.clamp(args)
+	}
 	p.mu.Lock()
 	err := p.write(args)
 	if err == nil {
