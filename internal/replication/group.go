@@ -149,8 +149,10 @@ func OpenGroup[R any](ctx context.Context, e *Engine, id GroupID, fsm FSM[R]) (g
 		store = e.wrapLog(id, store)
 	}
 	// The leader's own appends are written behind (behind.go): its write
-	// and fsync run while the followers write theirs.
-	behind, err := newBehindLog(store, g.behindFailed)
+	// and fsync run while the followers write theirs. A failed write
+	// behind stops the group as a failed state machine does: entries Raft
+	// counts as stored may not be.
+	behind, err := newBehindLog(store, g.onFail)
 	if err != nil {
 		return nil, fmt.Errorf("replication: group %s: %w", id, err)
 	}
@@ -370,7 +372,8 @@ func (g *Group[R]) closedErr() error {
 func (g *Group[R]) closedLocked() error { return stoppedErr(g.id, g.mu.failure) }
 
 // stoppedErr is the error for a command to a stopped group: ErrFailed with
-// the state machine's error if that stopped it, else ErrClosed.
+// the state machine's (or the leader's log write's) error if that stopped
+// it, else ErrClosed.
 func stoppedErr(id GroupID, failure error) error {
 	if failure != nil {
 		return fmt.Errorf("%w: group %s: %w", ErrFailed, id, failure)
@@ -379,20 +382,16 @@ func stoppedErr(id GroupID, failure error) error {
 }
 
 // onFail runs on Raft's FSM goroutine when the state machine reports a
-// fatal error: the group records why and closes (on another goroutine,
-// since closing waits for the FSM goroutine).
+// fatal error, or on the log's writer when the leader's write behind
+// failed: the group records why and closes (on another goroutine, since
+// closing waits for the FSM goroutine and the writer).
 func (g *Group[R]) onFail(err error) {
-	g.log.Error("replication: state machine failed; closing the group", "err", err)
+	g.log.Error("replication: the group failed; closing it", "err", err)
 	g.mu.Lock()
 	g.mu.failure = err
 	g.mu.Unlock()
 	g.e.spawn(func() { _ = g.Close() })
 }
-
-// behindFailed runs when the leader's write behind failed: the entries
-// Raft counts as stored may not be, so the group stops as when its state
-// machine fails (the state machine's wait for them fails too).
-func (g *Group[R]) behindFailed(err error) { g.onFail(err) }
 
 // watch turns Raft's leadership observations into Leadership
 // notifications, metrics and log lines.
