@@ -386,7 +386,7 @@ func TestLeaderWriteBehindCommitsOnAMajorityOfDisks(t *testing.T) {
 		})
 		// Long enough for the leader to send its commit index several
 		// times (it does every Commit timeout).
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // lint:sleep-ok fake time in a synctest bubble: the leader sends its commit index meanwhile
 		synctest.Wait()
 		select {
 		case <-p.Done():
