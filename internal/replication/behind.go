@@ -106,10 +106,9 @@ func (l *behindLog) write() {
 		l.mu.Lock()
 		l.mu.writing = nil
 		if err != nil {
+			// The first failure is the last write: appends fail from now on.
 			err = fmt.Errorf("replication: leader's log write: %w", err)
-			if l.mu.err == nil {
-				l.mu.err = err
-			}
+			l.mu.err = err
 			l.mu.queue = nil // never written: nothing may count them as durable
 			l.mu.done.Broadcast()
 			l.mu.Unlock()
@@ -209,15 +208,12 @@ func (l *behindLog) clamp(req *raft.AppendEntriesRequest) {
 // disk.
 func (l *behindLog) GetLog(index uint64, log *raft.Log) error {
 	l.mu.Lock()
-	if lg := pendingLog(l.mu.queue, index); lg != nil {
-		*log = *lg
-		l.mu.Unlock()
-		return nil
-	}
-	if lg := pendingLog(l.mu.writing, index); lg != nil {
-		*log = *lg
-		l.mu.Unlock()
-		return nil
+	for _, pending := range [][]*raft.Log{l.mu.writing, l.mu.queue} {
+		if lg := pendingLog(pending, index); lg != nil {
+			*log = *lg
+			l.mu.Unlock()
+			return nil
+		}
 	}
 	l.mu.Unlock()
 	return l.store.GetLog(index, log)

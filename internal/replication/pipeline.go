@@ -64,9 +64,7 @@ func (t *groupTransport) AppendEntriesPipeline(_ raft.ServerID, target raft.Serv
 		return nil, err
 	}
 	t.metrics.pipelines[pipelineOpened].Inc()
-	p := newPipeline(c, t.depth, t.timeout, t.metrics, t.layer.Done())
-	p.clamp = t.clamp
-	return p, nil
+	return newPipeline(c, t.depth, t.timeout, t.metrics, t.layer.Done(), t.clamp), nil
 }
 
 // Wire format of a pipelined AppendEntries, the NetworkTransport's (its
@@ -115,7 +113,7 @@ type pipeline struct {
 	stop    chan struct{}                    // closed by Close
 	closed  <-chan struct{}                  // the group's streams closed
 	wg      sync.WaitGroup                   // the decoder
-	clamp   func(*raft.AppendEntriesRequest) // set before the first AppendEntries (groupTransport.clamp)
+	clamp   func(*raft.AppendEntriesRequest) // caps the commit index sent (groupTransport.clamp); nil: none
 
 	failOnce  sync.Once
 	closeOnce sync.Once
@@ -131,7 +129,7 @@ type pipeline struct {
 // than what is free goes to the connection directly.
 const pipelineBuffer = 64 << 10
 
-func newPipeline(c net.Conn, depth int, timeout time.Duration, m *metrics, closed <-chan struct{}) *pipeline {
+func newPipeline(c net.Conn, depth int, timeout time.Duration, m *metrics, closed <-chan struct{}, clamp func(*raft.AppendEntriesRequest)) *pipeline {
 	p := &pipeline{
 		conn: c, timeout: timeout, metrics: m,
 		slots:  make(chan struct{}, depth),
@@ -140,6 +138,7 @@ func newPipeline(c net.Conn, depth int, timeout time.Duration, m *metrics, close
 		failed: make(chan struct{}),
 		stop:   make(chan struct{}),
 		closed: closed,
+		clamp:  clamp,
 		w:      bufio.NewWriterSize(c, pipelineBuffer),
 		dec:    codec.NewDecoder(bufio.NewReader(c), msgpackHandle()),
 	}

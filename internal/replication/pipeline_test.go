@@ -170,7 +170,7 @@ func TestPipelineRefusalReleasesWaitingSender(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := newMetrics(nil, newRoleCollector(func() map[Role]int { return nil }))
-		p := newPipeline(c, 2, time.Minute, m, make(chan struct{}))
+		p := newPipeline(c, 2, time.Minute, m, make(chan struct{}), nil)
 		errs := make(chan error, 3)
 		go func() {
 			for _, prev := range []uint64{10, 11, 12} {
@@ -218,7 +218,7 @@ func TestPipelineAnswersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := newMetrics(nil, newRoleCollector(func() map[Role]int { return nil }))
-		p := newPipeline(c, 4, time.Minute, m, make(chan struct{}))
+		p := newPipeline(c, 4, time.Minute, m, make(chan struct{}), nil)
 		const n = 20
 		sent := make(chan error, 1)
 		go func() {
