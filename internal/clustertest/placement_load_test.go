@@ -249,16 +249,21 @@ func TestNoisyCoordinatesDoNotFlap(t *testing.T) {
 					prevAgent := o.Placement
 					o.Placement = func(node string, a *agent.Config) {
 						prevAgent(node, a)
-						var idx int
-						if _, err := fmt.Sscanf(node, "n%d", &idx); err != nil || idx < 1 || idx > len(base) {
+						idx := -1
+						for i := range base {
+							if nodeName(i) == node {
+								idx = i
+							}
+						}
+						if idx < 0 {
 							t.Errorf("node %q: no city", node)
 							return
 						}
-						own := base[idx-1]
+						own := base[idx]
 						a.Coordinate = func() *coordinate.Coordinate {
 							co := own.Clone()
 							slot := uint64(time.Now().UnixNano() / int64(interval))
-							nrng := rand.New(rand.NewPCG(seed, uint64(idx)<<40^slot))
+							nrng := rand.New(rand.NewPCG(seed, uint64(idx+1)<<40^slot))
 							for i := range co.Vec {
 								co.Vec[i] += coordNoise.Seconds() * nrng.NormFloat64()
 							}

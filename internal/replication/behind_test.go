@@ -125,6 +125,24 @@ func newBehindFixture(t *testing.T) *behindFixture {
 	return f
 }
 
+// heldUntilWritten runs fn with the disk stopped and checks that it waits,
+// runs during (if any) while it does, then lets the disk write and checks
+// that fn returns without error.
+func (f *behindFixture) heldUntilWritten(t *testing.T, what string, fn func() error, during func()) {
+	t.Helper()
+	ch := start(fn)
+	if _, ok := returned(ch); ok {
+		t.Fatalf("%s returned before the disk wrote it", what)
+	}
+	if during != nil {
+		during()
+	}
+	f.gate.set(true)
+	if err, ok := returned(ch); !ok || err != nil {
+		t.Fatalf("%s after the write: returned %v, err %v", what, ok, err)
+	}
+}
+
 // start runs fn on a goroutine; returned reports, once every goroutine of
 // the bubble is blocked, whether it returned, and its error.
 func start(fn func() error) chan error {
@@ -159,17 +177,11 @@ func TestBehindLogLeaderAppendDoesNotWaitForTheDisk(t *testing.T) {
 		if err := f.log.GetLog(2, &got); err != nil || string(got.Data) != "c2" {
 			t.Fatalf("GetLog(2) of an entry being written: %q, %v", got.Data, err)
 		}
-		wait := start(func() error { return f.log.waitDurable(3) })
-		if _, ok := returned(wait); ok {
-			t.Fatal("waitDurable(3) returned before the disk wrote entry 3")
-		}
-		if d := f.log.durable(); d != 0 {
-			t.Fatalf("durable %d before any write finished, want 0", d)
-		}
-		f.gate.set(true)
-		if err, ok := returned(wait); !ok || err != nil {
-			t.Fatalf("waitDurable(3) after the write: returned %v, err %v", ok, err)
-		}
+		f.heldUntilWritten(t, "waitDurable(3)", func() error { return f.log.waitDurable(3) }, func() {
+			if d := f.log.durable(); d != 0 {
+				t.Fatalf("durable %d before any write finished, want 0", d)
+			}
+		})
 		if f.gate.lastStored() != 3 || f.log.durable() != 3 {
 			t.Fatalf("stored %d, durable %d; want 3 and 3", f.gate.lastStored(), f.log.durable())
 		}
@@ -195,28 +207,14 @@ func TestBehindLogWritesBeforeReturning(t *testing.T) {
 			t.Fatal(err)
 		}
 		conf := []*raft.Log{{Index: 7, Term: 1, Type: raft.LogConfiguration}}
-		sync := start(func() error { return f.log.StoreLogs(conf) })
-		if _, ok := returned(sync); ok {
-			t.Fatal("a leader's configuration entry was accepted before the disk wrote it")
-		}
-		f.gate.set(true)
-		if err, ok := returned(sync); !ok || err != nil {
-			t.Fatalf("configuration append: returned %v, err %v", ok, err)
-		}
+		f.heldUntilWritten(t, "a leader's configuration append", func() error { return f.log.StoreLogs(conf) }, nil)
 		if f.log.durable() != 7 {
 			t.Fatalf("durable %d after a written append up to 7", f.log.durable())
 		}
 		// As follower: written before it returns.
 		f.leading.Store(false)
 		f.gate.set(false)
-		follower := start(func() error { return f.log.StoreLogs(commands(8, 8)) })
-		if _, ok := returned(follower); ok {
-			t.Fatal("a follower's append returned before the disk wrote it")
-		}
-		f.gate.set(true)
-		if err, ok := returned(follower); !ok || err != nil {
-			t.Fatalf("follower's append: returned %v, err %v", ok, err)
-		}
+		f.heldUntilWritten(t, "a follower's append", func() error { return f.log.StoreLogs(commands(8, 8)) }, nil)
 		var order []uint64
 		for _, b := range f.gate.batches() {
 			order = append(order, b...)
@@ -315,14 +313,7 @@ func TestBehindLogCloseWritesQueued(t *testing.T) {
 		if err := f.log.StoreLogs(commands(1, 3)); err != nil {
 			t.Fatal(err)
 		}
-		closed := start(f.log.Close)
-		if _, ok := returned(closed); ok {
-			t.Fatal("Close returned with entries unwritten")
-		}
-		f.gate.set(true)
-		if err, ok := returned(closed); !ok || err != nil {
-			t.Fatalf("Close: returned %v, err %v", ok, err)
-		}
+		f.heldUntilWritten(t, "Close with entries queued", f.log.Close, nil)
 		if f.gate.lastStored() != 3 {
 			t.Fatalf("stored up to %d, want 3", f.gate.lastStored())
 		}
