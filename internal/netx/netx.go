@@ -20,7 +20,25 @@ type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
 type Host struct{}
 
 // Listen listens for TCP streams on addr ("host:port"; port 0 picks one).
-func (Host) Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+// Accepted connections read and write with raw system calls (RawTCP).
+func (Host) Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return rawListener{ln}, nil
+}
+
+// rawListener hands out its accepted connections through RawTCP.
+type rawListener struct{ net.Listener }
+
+func (l rawListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return RawTCP(c), nil
+}
 
 // ListenPacket listens for UDP datagrams on addr.
 func (Host) ListenPacket(addr string) (net.PacketConn, error) { return net.ListenPacket("udp", addr) }
@@ -28,10 +46,15 @@ func (Host) ListenPacket(addr string) (net.PacketConn, error) { return net.Liste
 // Dial opens a TCP stream to addr.
 func (Host) Dial(ctx context.Context, addr string) (net.Conn, error) { return DialTCP(ctx, addr) }
 
-// DialTCP opens a TCP stream to addr ("host:port") within ctx.
+// DialTCP opens a TCP stream to addr ("host:port") within ctx; it reads
+// and writes with raw system calls (RawTCP).
 func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return RawTCP(c), nil
 }
 
 // Probe asks what answers at addr: it dials, writes hello and returns up

@@ -1,0 +1,146 @@
+//go:build linux
+
+package netx
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// rawConn is a TCP connection whose Read and Write make raw system calls on
+// the non-blocking socket the runtime's netpoller owns: a read that finds
+// nothing, or a write that finds the socket full, waits for the netpoller
+// as the standard ones do (deadlines and Close behave the same), but a call
+// that succeeds skips the scheduler's system-call bookkeeping. That
+// bookkeeping wakes the runtime's monitor thread whenever a call is made
+// while every processor was idle, which is most calls at moderate rates,
+// and the monitor then polls every 20 µs until the process is idle again:
+// on a virtual machine where a timed sleep costs ~30 µs of CPU, that was
+// ~40% of a node's CPU at 1,000 msg/s over a peer link (BENCHMARKS.md).
+// Each direction has its own lock and scratch fields, so a reader and a
+// writer never wait for each other; net.Conn's rule that concurrent
+// Writes do not interleave holds because RawConn.Write holds the socket's
+// write lock for the whole loop.
+type rawConn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+
+	rmu    sync.Mutex
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wn      int
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
+}
+
+// RawTCP returns c with raw-system-call reads and writes if c is a plain
+// TCP connection, else c unchanged.
+func RawTCP(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	r := &rawConn{TCPConn: tc, rc: rc}
+	r.readFn = r.read
+	r.writeFn = r.write
+	return r
+}
+
+// NetConn returns the TCP connection (for option setters that look for it).
+func (c *rawConn) NetConn() net.Conn { return c.TCPConn }
+
+// PassThrough returns the TCP connection, to which this one passes bytes
+// unchanged (an MQTT session then reads and writes the socket itself).
+func (c *rawConn) PassThrough() net.Conn { return c.TCPConn }
+
+func (c *rawConn) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait for readability, then call again
+		case 0:
+			c.rn, c.rerrno = int(n), 0
+		default:
+			c.rn, c.rerrno = 0, e
+		}
+		return true
+	}
+}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rbuf = p
+	err := c.rc.Read(c.readFn)
+	c.rbuf = nil
+	switch {
+	case err != nil:
+		return 0, err // deadline, closed
+	case c.rerrno != 0:
+		return 0, c.opError("read", c.rerrno)
+	case c.rn == 0:
+		return 0, io.EOF
+	}
+	return c.rn, nil
+}
+
+func (c *rawConn) write(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		rest := c.wbuf[c.wn:]
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)),
+			syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			c.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // wait for writability, then go on
+		default:
+			c.werrno = e
+			return true
+		}
+	}
+	return true
+}
+
+func (c *rawConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf, c.wn, c.werrno = p, 0, 0
+	err := c.rc.Write(c.writeFn)
+	c.wbuf = nil
+	switch {
+	case err != nil:
+		return c.wn, err // deadline, closed
+	case c.werrno != 0:
+		return c.wn, c.opError("write", c.werrno)
+	}
+	return c.wn, nil
+}
+
+// opError is the error the standard connection returns for errno.
+func (c *rawConn) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+}
