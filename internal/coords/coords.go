@@ -20,10 +20,17 @@ var (
 )
 
 // RTT is the round-trip time between a and b estimated by their coordinates:
-// the Euclidean distance plus both heights, plus both adjustments unless that
-// would make the sum non-positive. It equals serf's DistanceTo without
-// allocating. a and b must have the same dimensionality (it panics otherwise,
-// as DistanceTo does).
+// the Euclidean distance plus both heights (the raw distance), plus both
+// adjustments, but never less than half the raw distance. a and b must have
+// the same dimensionality (it panics otherwise, as serf's DistanceTo does).
+//
+// Serf's DistanceTo drops the adjustments when they would make the sum
+// non-positive, so the estimate falls from the raw distance to nothing as
+// the adjusted sum crosses zero: with adjustments of -12 ms per node, a
+// pair 23 ms apart raw reads 0.3 ms or 22.9 ms as noise of a millisecond
+// moves it, and placement decided on those jumps. The floor keeps the
+// estimate continuous (equal to DistanceTo wherever the adjustments take
+// off less than half), so small coordinate changes make small changes.
 func RTT(a, b *coordinate.Coordinate) time.Duration {
 	if len(a.Vec) != len(b.Vec) {
 		panic(ErrDimensions)
@@ -33,11 +40,8 @@ func RTT(a, b *coordinate.Coordinate) time.Duration {
 		d := v - b.Vec[i]
 		sum += d * d
 	}
-	dist := math.Sqrt(sum) + a.Height + b.Height
-	if adjusted := dist + a.Adjustment + b.Adjustment; adjusted > 0 {
-		dist = adjusted
-	}
-	return seconds(dist)
+	raw := math.Sqrt(sum) + a.Height + b.Height
+	return seconds(max(raw+a.Adjustment+b.Adjustment, raw/2))
 }
 
 // OneWay is the one-way latency between a and b: RTT(a, b)/2.

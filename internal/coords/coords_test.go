@@ -124,20 +124,53 @@ func TestDeviationBoundsEveryMemberDistance(t *testing.T) {
 	}
 }
 
-func TestRTTMatchesSerfDistance(t *testing.T) {
+// RTT is serf's DistanceTo wherever the adjustments take off less than half
+// of the raw distance, and half the raw distance where they take off more.
+func TestRTTMatchesSerfDistanceUnlessAdjustmentsTakeOverHalf(t *testing.T) {
 	const seed = 7
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
+	floored := 0
 	for trial := 0; trial < 1000; trial++ {
 		a, b := coordinate.NewCoordinate(coordinate.DefaultConfig()), coordinate.NewCoordinate(coordinate.DefaultConfig())
 		for i := range a.Vec {
-			a.Vec[i], b.Vec[i] = rng.NormFloat64()*0.05, rng.NormFloat64()*0.05
+			a.Vec[i], b.Vec[i] = rng.NormFloat64()*0.005, rng.NormFloat64()*0.005
 		}
 		a.Height, b.Height = rng.Float64()*0.01, rng.Float64()*0.01
 		a.Adjustment, b.Adjustment = rng.NormFloat64()*0.01, rng.NormFloat64()*0.01
-		if got, want := RTT(a, b), a.DistanceTo(b); got != want {
-			t.Fatalf("trial %d: RTT %v, serf DistanceTo %v", trial, got, want)
+		a2, b2 := a.Clone(), b.Clone()
+		a2.Adjustment, b2.Adjustment = 0, 0
+		raw := a2.DistanceTo(b2)
+		got := RTT(a, b)
+		if adj := raw.Seconds() + a.Adjustment + b.Adjustment; adj >= raw.Seconds()/2 {
+			if want := a.DistanceTo(b); got != want {
+				t.Fatalf("trial %d: RTT %v, serf DistanceTo %v", trial, got, want)
+			}
+			continue
 		}
+		floored++
+		if want := raw / 2; got < want-time.Nanosecond || got > want+time.Nanosecond {
+			t.Fatalf("trial %d: RTT %v, want half the raw distance %v", trial, got, want)
+		}
+	}
+	if floored == 0 || floored == 1000 {
+		t.Fatalf("%d of 1000 trials floored: the test covers only one case", floored)
+	}
+}
+
+// Where serf's DistanceTo jumps (the adjusted distance crossing zero), RTT
+// moves by no more than the coordinates do.
+func TestRTTIsContinuousWhereSerfJumps(t *testing.T) {
+	a, b := coord(0, 0, 0), coord(0, 0.023, 0)    // 23 ms apart raw
+	a.Adjustment, b.Adjustment = -0.0116, -0.0116 // adjusted: -0.2 ms
+	b2 := coord(0, 0.0235, 0)                     // 0.5 ms further: adjusted +0.3 ms
+	b2.Adjustment = b.Adjustment
+	if jump := a.DistanceTo(b) - a.DistanceTo(b2); jump < 20*time.Millisecond {
+		t.Fatalf("serf's DistanceTo moved by %v only: the test is not at its jump", jump)
+	}
+	d1, d2 := RTT(a, b), RTT(a, b2)
+	if diff := d2 - d1; diff < 0 || diff > time.Millisecond {
+		t.Fatalf("RTT moved from %v to %v for 0.5 ms of coordinate change", d1, d2)
 	}
 }
 

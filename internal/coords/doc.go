@@ -6,7 +6,9 @@
 // # Units
 //
 // A coordinate estimates round-trip time (RTT): RTT(a, b) is serf's
-// DistanceTo, heights and adjustments included. Sextant's placement speaks
+// DistanceTo, heights and adjustments included, except that adjustments
+// never take off more than half of the distance (DistanceTo drops them
+// altogether when they would make it non-positive, a jump; see RTT). Sextant's placement speaks
 // one-way latency, and takes one-way latency as RTT/2 (OneWay). The
 // publisher-to-subscriber latencies of placement, E(t), W(t,b) and the
 // threshold Lth(t), are one-way: publisher -> broker -> subscriber is
