@@ -36,8 +36,12 @@ const (
 	// metaJoinTimeout bounds joining the metadata group, which needs its
 	// leader; the node serves its clients meanwhile.
 	metaJoinTimeout = 2 * time.Minute
-	// registerTimeout bounds recording this node in the metadata registry.
-	registerTimeout = time.Minute
+	// registerTimeout bounds one attempt at recording this node in the
+	// metadata registry; a failed attempt is retried after registerBackoff,
+	// doubling up to registerBackoffMax, until the node is registered.
+	registerTimeout    = time.Minute
+	registerBackoff    = 500 * time.Millisecond
+	registerBackoffMax = 10 * time.Second
 	// leaveTimeout bounds telling the other nodes this one leaves, at
 	// shutdown (they may be gone already).
 	leaveTimeout = 2 * time.Second
@@ -239,15 +243,32 @@ func loadClusterKey(path string) ([]byte, error) {
 }
 
 // registerSelf records this node in the metadata registry, in the
-// background: it waits for a leader, until registerTimeout or shutdown.
+// background, retrying until it is recorded or the node stops. A node that
+// is not registered hosts no placement group and creates none (its first
+// publish to a new group waits), so one failed attempt (a leader change
+// while it committed, say) must not leave it out for good. Registering is
+// idempotent: a retry of an attempt whose outcome was unknown only
+// records the same node again.
 func (n *Node) registerSelf(labels fsm.Labels) {
 	cp, cfg := n.cluster, n.cfg
 	n.group.Go(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		defer cancel()
-		_, err := cp.meta.Propose(ctx, fsm.RegisterNode(fsm.Node{ID: cfg.NodeID, JoinedAt: n.clock.Now(), Labels: labels}))
-		if err != nil && !errors.Is(err, meta.ErrClosed) && !errors.Is(err, context.Canceled) {
-			n.log.Warn("registering the node in the metadata group failed", "err", err)
+		backoff := registerBackoff
+		for {
+			actx, cancel := context.WithTimeout(ctx, registerTimeout)
+			_, err := cp.meta.Propose(actx, fsm.RegisterNode(fsm.Node{ID: cfg.NodeID, JoinedAt: n.clock.Now(), Labels: labels}))
+			cancel()
+			if err == nil || errors.Is(err, meta.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			n.log.Warn("registering the node in the metadata group failed; retrying", "err", err, "retry_in", backoff)
+			t := n.clock.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			backoff = min(2*backoff, registerBackoffMax)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package sequenced
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -185,4 +186,49 @@ func TestRouteHoldsUntilTheCopyCaughtUp(t *testing.T) {
 			}
 		}
 	})
+}
+
+// twoAlive is a Cluster of two alive nodes, a and b, 10 ms apart.
+type twoAlive struct{}
+
+func (twoAlive) Alive() []string { return []string{"a", "b"} }
+
+func (twoAlive) EstimateRTT(x, y string) (time.Duration, bool) { return 10 * time.Millisecond, true }
+
+// TestNewGroupWaitsForThisNodesRegistration: a group's first publish on a
+// node whose own registration has not reached its metadata copy yet (it
+// registers just after it starts) creates nothing and waits; once the
+// node is registered the group is created with this node as its home.
+// Before, the group went to the other registered node: a test of `sextant
+// topics` found a group homed on the subscriber's node under load.
+func TestNewGroupWaitsForThisNodesRegistration(t *testing.T) {
+	rule := fsm.Rule{Match: "ng/#", Mode: fsm.Sequenced, Replicas: 1}
+	// b is registered, a (this node) not yet; the home side hosts nothing.
+	meta := newOneNodeMeta(t, "b", rule)
+	home := NewHome(&lateGroups{r: &replicas.Replica{ID: "none"}}, nil, nil)
+	r, err := New(Config{NodeID: "a", Meta: meta, Home: home, Cluster: twoAlive{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	gid, _, ok := meta.State().GroupFor("ng/t")
+	if !ok {
+		t.Fatal("ng/t is not sequenced")
+	}
+	if _, err := r.create(t.Context(), gid, rule); !errors.Is(err, errNotReady) {
+		t.Fatalf("create before this node registered: %v, want errNotReady", err)
+	}
+	if _, exists := meta.State().Group(gid); exists {
+		t.Fatal("a group was created before this node registered")
+	}
+	if _, res := meta.apply(fsm.RegisterNode(fsm.Node{ID: "a", Labels: fsm.Labels{Tier: "core"}, JoinedAt: time.Now()})); res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	g, err := r.create(t.Context(), gid, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Home != "a" {
+		t.Fatalf("the group's home is %s, want a (the publisher's access node)", g.Home)
+	}
 }

@@ -19,8 +19,14 @@ var errNotReady = errors.New("sequenced: not enough nodes registered yet")
 // node with the fewest groups, nearest first; its voters follow the rule's
 // replicas and spread (fsm.ChooseVoters) among the alive registered nodes
 // under their budget. If another node created it first, its record wins.
+// Until this node's own registration is in its metadata copy it creates
+// nothing (errNotReady): a node registers just after it starts, and a group
+// created meanwhile would be homed elsewhere for good.
 func (r *Router) create(ctx context.Context, id string, rule fsm.Rule) (fsm.Group, error) {
 	st := r.cfg.Meta.State()
+	if _, ok := st.Node(r.id); !ok {
+		return fsm.Group{}, fmt.Errorf("%w: this node (%s) is not registered yet", errNotReady, r.id)
+	}
 	load := st.GroupLoad()
 	var alive []fsm.Node
 	ids := []string{r.id}
