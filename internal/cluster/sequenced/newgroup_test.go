@@ -188,17 +188,19 @@ func TestRouteHoldsUntilTheCopyCaughtUp(t *testing.T) {
 	})
 }
 
-// twoAlive is a Cluster of two alive nodes, a and b, 10 ms apart.
+// twoAlive is a Cluster of two alive nodes, a and b, 10 ms apart, as node
+// a sees it just after it started: its own arrival not taken in yet.
 type twoAlive struct{}
 
-func (twoAlive) Alive() []string { return []string{"a", "b"} }
+func (twoAlive) Alive() []string { return []string{"b"} }
 
 func (twoAlive) EstimateRTT(x, y string) (time.Duration, bool) { return 10 * time.Millisecond, true }
 
 // TestNewGroupWaitsForThisNodesRegistration: a group's first publish on a
 // node whose own registration has not reached its metadata copy yet (it
 // registers just after it starts) creates nothing and waits; once the
-// node is registered the group is created with this node as its home.
+// node is registered the group is created with this node as its home,
+// even though its membership view does not list itself yet.
 // Before, the group went to the other registered node: a test of `sextant
 // topics` found a group homed on the subscriber's node under load.
 func TestNewGroupWaitsForThisNodesRegistration(t *testing.T) {

@@ -32,6 +32,11 @@ func (r *Router) create(ctx context.Context, id string, rule fsm.Rule) (fsm.Grou
 	ids := []string{r.id}
 	if r.cfg.Cluster != nil {
 		ids = r.cfg.Cluster.Alive()
+		if !slices.Contains(ids, r.id) {
+			// This node is alive, whether or not its membership view has
+			// taken in its own arrival yet (just after it starts).
+			ids = append(ids, r.id)
+		}
 	}
 	for _, nid := range ids {
 		n, ok := st.Node(nid)
