@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/serf/coordinate"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/sextantmq/sextant/internal/coords"
 )
 
 // State is a member's liveness as this node sees it.
@@ -341,7 +343,9 @@ func (m *Membership) Coordinate() *coordinate.Coordinate {
 }
 
 // EstimateRTT estimates the round-trip time between members a and b from
-// their coordinates. ok is false if either coordinate is unknown here.
+// their coordinates, as placement does (coords.RTT: serf's distance,
+// continuous where the adjustments would take off more than half of it).
+// ok is false if either coordinate is unknown here.
 func (m *Membership) EstimateRTT(a, b string) (time.Duration, bool) {
 	ca, cb := m.coordinateOf(a), m.coordinateOf(b)
 	if ca == nil || cb == nil || !ca.IsCompatibleWith(cb) {
@@ -350,7 +354,7 @@ func (m *Membership) EstimateRTT(a, b string) (time.Duration, bool) {
 	if a == b {
 		return 0, true // a coordinate's distance to itself counts its height twice
 	}
-	return ca.DistanceTo(cb), true
+	return coords.RTT(ca, cb), true
 }
 
 // Events returns the stream of membership changes. See the package comment
