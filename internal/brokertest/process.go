@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,13 +65,36 @@ const (
 	freePortMax = 32000
 )
 
+// handedOut holds the ports FreePort returned in this test binary: a port
+// is free until its process binds it, so two calls in a row (a node's MQTT
+// and admin ports) could otherwise return the same one, and the second
+// listener then fails with "address already in use".
+var handedOut struct {
+	sync.Mutex
+	ports map[string]bool
+}
+
 // FreePort returns a port that was free a moment ago for TCP (and UDP when
-// udp is set: a cluster address carries gossip on both) on every host.
+// udp is set: a cluster address carries gossip on both) on every host, and
+// that it has not returned before in this test binary.
 func FreePort(t testing.TB, udp bool, hosts ...string) string {
 	t.Helper()
 	for range 200 {
 		port := strconv.Itoa(freePortMin + rand.IntN(freePortMax-freePortMin))
-		if portFree(port, udp, hosts) {
+		handedOut.Lock()
+		taken := handedOut.ports[port]
+		handedOut.Unlock()
+		if taken || !portFree(port, udp, hosts) {
+			continue
+		}
+		handedOut.Lock()
+		if handedOut.ports == nil {
+			handedOut.ports = map[string]bool{}
+		}
+		taken = handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if !taken {
 			return port
 		}
 	}
