@@ -3,6 +3,7 @@
 package netx
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -29,11 +30,8 @@ type rawConn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 
-	rmu    sync.Mutex
-	rbuf   []byte
-	rn     int
-	rerrno syscall.Errno
-	readFn func(fd uintptr) bool
+	rmu sync.Mutex
+	r   RawReader
 
 	wmu     sync.Mutex
 	wbuf    []byte
@@ -54,7 +52,7 @@ func RawTCP(c net.Conn) net.Conn {
 		return c
 	}
 	r := &rawConn{TCPConn: tc, rc: rc}
-	r.readFn = r.read
+	r.r.Init(rc)
 	r.writeFn = r.write
 	return r
 }
@@ -66,41 +64,71 @@ func (c *rawConn) NetConn() net.Conn { return c.TCPConn }
 // unchanged (an MQTT session then reads and writes the socket itself).
 func (c *rawConn) PassThrough() net.Conn { return c.TCPConn }
 
-func (c *rawConn) read(fd uintptr) bool {
+// RawReader reads a non-blocking socket with raw system calls, waiting
+// for readability through the netpoller (RawConn.Read) when it is empty.
+// One goroutine reads at a time; its scratch fields make a read allocate
+// nothing.
+type RawReader struct {
+	rc     syscall.RawConn
+	buf    []byte
+	n      int
+	errno  syscall.Errno
+	readFn func(fd uintptr) bool
+}
+
+// Init makes r read rc.
+func (r *RawReader) Init(rc syscall.RawConn) {
+	r.rc = rc
+	r.readFn = r.read
+}
+
+func (r *RawReader) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)))
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false // wait for readability, then call again
 		case 0:
-			c.rn, c.rerrno = int(n), 0
+			r.n, r.errno = int(n), 0
 		default:
-			c.rn, c.rerrno = 0, e
+			r.n, r.errno = 0, e
 		}
 		return true
 	}
 }
 
-func (c *rawConn) Read(p []byte) (int, error) {
+// Read reads into p, waiting (with the connection's read deadline) until
+// there is something to read. A failed read system call returns its
+// *os.SyscallError ("read"); a deadline or Close, RawConn.Read's error.
+func (r *RawReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	c.rbuf = p
-	err := c.rc.Read(c.readFn)
-	c.rbuf = nil
+	r.buf = p
+	err := r.rc.Read(r.readFn)
+	r.buf = nil
 	switch {
 	case err != nil:
 		return 0, err // deadline, closed
-	case c.rerrno != 0:
-		return 0, c.opError("read", c.rerrno)
-	case c.rn == 0:
+	case r.errno != 0:
+		return 0, os.NewSyscallError("read", r.errno)
+	case r.n == 0:
 		return 0, io.EOF
 	}
-	return c.rn, nil
+	return r.n, nil
+}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	n, err := c.r.Read(p)
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		err = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: se}
+	}
+	return n, err
 }
 
 func (c *rawConn) write(fd uintptr) bool {

@@ -3,11 +3,12 @@
 package session
 
 import (
-	"io"
 	"net"
 	"os"
 	"syscall"
 	"unsafe"
+
+	"github.com/sextantmq/sextant/internal/netx"
 )
 
 // rawSock reads and writes the socket of a plain TCP connection with raw
@@ -24,10 +25,7 @@ import (
 type rawSock struct {
 	rc syscall.RawConn
 
-	rbuf   []byte
-	rn     int
-	rerrno syscall.Errno
-	readFn func(fd uintptr) bool
+	netx.RawReader // the read half
 
 	wbuf    []byte
 	wn      int
@@ -46,7 +44,7 @@ func newRawSock(nc net.Conn) *rawSock {
 				return nil
 			}
 			r := &rawSock{rc: rc}
-			r.readFn = r.read
+			r.Init(rc)
 			r.writeFn = r.write
 			return r
 		}
@@ -57,43 +55,6 @@ func newRawSock(nc net.Conn) *rawSock {
 		nc = p.PassThrough()
 	}
 	return nil
-}
-
-func (r *rawSock) read(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.rbuf[0])), uintptr(len(r.rbuf)))
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false // wait for readability, then call again
-		case 0:
-			r.rn, r.rerrno = int(n), 0
-		default:
-			r.rn, r.rerrno = 0, e
-		}
-		return true
-	}
-}
-
-// Read reads into p, waiting (with the connection's read deadline) until
-// there is something to read.
-func (r *rawSock) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r.rbuf = p
-	err := r.rc.Read(r.readFn)
-	r.rbuf = nil
-	switch {
-	case err != nil:
-		return 0, err // deadline, closed
-	case r.rerrno != 0:
-		return 0, os.NewSyscallError("read", r.rerrno)
-	case r.rn == 0:
-		return 0, io.EOF
-	}
-	return r.rn, nil
 }
 
 func (r *rawSock) write(fd uintptr) {
