@@ -79,22 +79,15 @@ var handedOut struct {
 // that it has not returned before in this test binary.
 func FreePort(t testing.TB, udp bool, hosts ...string) string {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[string]bool{}
+	}
 	for range 200 {
 		port := strconv.Itoa(freePortMin + rand.IntN(freePortMax-freePortMin))
-		handedOut.Lock()
-		taken := handedOut.ports[port]
-		handedOut.Unlock()
-		if taken || !portFree(port, udp, hosts) {
-			continue
-		}
-		handedOut.Lock()
-		if handedOut.ports == nil {
-			handedOut.ports = map[string]bool{}
-		}
-		taken = handedOut.ports[port]
-		handedOut.ports[port] = true
-		handedOut.Unlock()
-		if !taken {
+		if !handedOut.ports[port] && portFree(port, udp, hosts) {
+			handedOut.ports[port] = true
 			return port
 		}
 	}

@@ -131,15 +131,29 @@ func (c *rawConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *rawConn) write(fd uintptr) bool {
-	for c.wn < len(c.wbuf) {
-		rest := c.wbuf[c.wn:]
-		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)),
+// RawSend makes one raw send of b (not empty) on the non-blocking socket
+// fd, retried only when a signal interrupted it: what the socket took, or
+// the error (EAGAIN: full), never waiting and never raising SIGPIPE.
+func RawSend(fd uintptr, b []byte) (int, syscall.Errno) {
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
 			syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
-		case 0:
-			c.wn += int(n)
 		case syscall.EINTR:
+			continue
+		case 0:
+			return int(n), 0
+		}
+		return 0, e
+	}
+}
+
+func (c *rawConn) write(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		n, e := RawSend(fd, c.wbuf[c.wn:])
+		switch e {
+		case 0:
+			c.wn += n
 		case syscall.EAGAIN:
 			return false // wait for writability, then go on
 		default:

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 
 	"github.com/sextantmq/sextant/internal/netx"
 )
@@ -57,20 +56,8 @@ func newRawSock(nc net.Conn) *rawSock {
 	return nil
 }
 
-func (r *rawSock) write(fd uintptr) {
-	for {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&r.wbuf[0])), uintptr(len(r.wbuf)),
-			syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
-		if e == syscall.EINTR {
-			continue
-		}
-		if e != 0 {
-			n = 0
-		}
-		r.wn, r.werrno = int(n), e
-		return // one attempt: the caller falls back to a blocking write
-	}
-}
+// write makes one attempt: the caller falls back to a blocking write.
+func (r *rawSock) write(fd uintptr) { r.wn, r.werrno = netx.RawSend(fd, r.wbuf) }
 
 // TryWrite writes as much of b as the socket accepts now, without waiting.
 // A full socket is not an error: it returns the count written (0 or a
